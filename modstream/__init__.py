@@ -1,0 +1,1 @@
+"""modstream: stream spam moderation — the serving side, the local stack and the CLI."""

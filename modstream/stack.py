@@ -1,0 +1,432 @@
+"""The embedded local stack: Tansu (Kafka API), Redis and tritonserver as subprocesses.
+
+Used by ``modstream stack up|down|status``, the test fixtures and the demo. Each
+server runs in its own session (so ``stack up`` can exit and leave them running),
+logs to ``<state_dir>/<service>.log``, and its pid is persisted with the endpoints
+in ``<state_dir>/stack.json`` so ``down``/``status`` work from another process.
+``down`` only signals process groups this stack started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+
+import redis
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+
+from modstream import paths
+from modstream.triton_repo import MODEL_NAME
+
+STATE_FILE = "stack.json"
+HOST = "127.0.0.1"
+STOP_GRACE_S = 10.0
+REDIS_HINT = "redis-server is not on PATH: install it (apt-get install redis-server) or pass a reachable redis_url"
+
+
+class StackError(RuntimeError):
+    """The stack could not be started."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the stack's servers listen. ``triton_grpc``/``triton_http`` are ``host:port`` (tritonclient's form)."""
+
+    kafka_bootstrap: str
+    redis_url: str
+    triton_grpc: str
+    triton_http: str
+    triton_metrics: str  # full URL, for a Prometheus scrape
+    redis_started: bool  # False when an external Redis is used
+
+
+@dataclass(frozen=True)
+class Service:
+    """A server process this stack started; its pid is also its process-group id."""
+
+    name: str
+    pid: int
+    argv: tuple[str, ...]
+    log: Path
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    pid: int | None  # None: not started by us (an external Redis)
+    running: bool
+    ready: bool
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    endpoints: Endpoints | None  # None: no stack recorded in the state dir
+    services: tuple[ServiceStatus, ...]
+
+    @property
+    def up(self) -> bool:
+        return self.endpoints is not None and all(s.running and s.ready for s in self.services)
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (the usual small race until the server binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 10.0) -> None:
+    """Create topics (name -> partitions); existing ones are left as they are."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=n, replication_factor=1) for name, n in topics.items()],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    for name, future in futures.items():
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StackError(f"creating topic {name!r} failed: {exc}") from exc
+
+
+def _port_open(hostport: str) -> bool:
+    host, port = hostport.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _kafka_ready(bootstrap: str) -> bool:
+    # The TCP check first keeps librdkafka from logging connection-refused errors while the broker starts.
+    if not _port_open(bootstrap):
+        return False
+    try:
+        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=1.0)
+    except KafkaException:
+        return False
+    return True
+
+
+def _redis_ready(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _triton_ready(http: str, models: tuple[str, ...]) -> bool:
+    urls = [f"http://{http}/v2/health/ready", *(f"http://{http}/v2/models/{m}/ready" for m in models)]
+    return _port_open(http) and all(_http_ok(url) for url in urls)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in a process group, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # Fields after the parenthesised command name: state, ppid, pgrp, ...
+            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # the process exited while we looked
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _is_ours(service: Service) -> bool:
+    """False only when the pid now belongs to another program (pid reuse after our server exited)."""
+    try:
+        argv0 = (Path("/proc") / str(service.pid) / "cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return True  # leader gone: anything left in its group is ours (the pgid cannot be reused yet)
+    return argv0 in (b"", service.argv[0].encode())  # b"": a zombie
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalStack:
+    """Start, stop and inspect the embedded stack kept in ``state_dir``.
+
+    ``model_repo`` is a Triton model repository (``build_repo("cpu-embedded", ...)``);
+    when it holds ``spam_text`` readiness also waits for that model. Redis: a
+    reachable ``redis_url`` (or ``$MODSTREAM_REDIS_URL``) is used as is, otherwise
+    a private ``redis-server`` is started.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        model_repo: Path,
+        redis_url: str | None = None,
+        *,
+        kafka_storage: str = "memory://tansu/",
+        console: Console | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.model_repo = model_repo
+        self.redis_url = redis_url or os.environ.get("MODSTREAM_REDIS_URL")
+        self.kafka_storage = kafka_storage  # postgres://... for a broker that survives restarts
+        self.console = console or Console(stderr=True)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}  # handles of servers started by this object
+
+    def __enter__(self) -> Endpoints:
+        return self.up()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.down()
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def _state_path(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    def _save(self, endpoints: Endpoints, services: list[Service], models: tuple[str, ...]) -> None:
+        state = {
+            "endpoints": asdict(endpoints),
+            "services": [{**asdict(s), "argv": list(s.argv), "log": str(s.log)} for s in services],
+            "models": list(models),
+        }
+        tmp = self._state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self._state_path)
+
+    def _load(self) -> tuple[Endpoints, list[Service], tuple[str, ...]] | None:
+        try:
+            state = json.loads(self._state_path.read_text())
+        except FileNotFoundError:
+            return None
+        services = [
+            Service(name=s["name"], pid=s["pid"], argv=tuple(s["argv"]), log=Path(s["log"]))
+            for s in state["services"]
+        ]
+        return Endpoints(**state["endpoints"]), services, tuple(state["models"])
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def up(self, timeout: float = 120.0) -> Endpoints:
+        """Start the servers (or return the running stack's endpoints) and wait until all are ready."""
+        if self._load() is not None:
+            current = self.status()
+            if current.up and current.endpoints is not None:
+                self.console.log(f"stack already up (state in {self.state_dir})")
+                return current.endpoints
+            self.down()  # a half-dead stack from an earlier run
+        if not self.model_repo.is_dir():
+            raise StackError(f"model repository {self.model_repo} does not exist (see modstream build-repo)")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+
+        external_redis = self.redis_url if self.redis_url and _redis_ready(self.redis_url) else None
+        if self.redis_url and external_redis is None:
+            self.console.log(f"[yellow]Redis at {self.redis_url} is unreachable; starting a private one")
+        kafka, redis_port, grpc, http, metrics = (free_port() for _ in range(5))
+        endpoints = Endpoints(
+            kafka_bootstrap=f"{HOST}:{kafka}",
+            redis_url=external_redis or f"redis://{HOST}:{redis_port}/0",
+            triton_grpc=f"{HOST}:{grpc}",
+            triton_http=f"{HOST}:{http}",
+            triton_metrics=f"http://{HOST}:{metrics}/metrics",
+            redis_started=external_redis is None,
+        )
+        models = (MODEL_NAME,) if (self.model_repo / MODEL_NAME).is_dir() else ()
+        commands = {
+            "kafka": (self._kafka_argv(kafka), None),
+            **({"redis": (self._redis_argv(redis_port), None)} if external_redis is None else {}),
+            "triton": (self._triton_argv(grpc, http, metrics), self._triton_env()),
+        }
+        services: list[Service] = []
+        try:
+            for name, (argv, env) in commands.items():
+                services.append(self._spawn(name, argv, env))
+                self._save(endpoints, services, models)  # at once, so down() can clean up a failed up()
+            self._wait_ready(endpoints, services, models, started + timeout)
+        except BaseException:
+            self.down()
+            raise
+        self.console.log(f"stack up in {time.monotonic() - started:.1f}s (state in {self.state_dir})")
+        return endpoints
+
+    def down(self) -> None:
+        """Stop the servers recorded in the state dir: SIGTERM, then SIGKILL after a grace period."""
+        loaded = self._load()
+        if loaded is None:
+            return
+        ours = [s for s in loaded[1] if _is_ours(s)]
+        self._signal(ours, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(self._running(s) for s in ours):
+            time.sleep(0.1)
+        self._signal([s for s in ours if self._running(s)], signal.SIGKILL)
+        for service in ours:
+            proc = self._procs.pop(service.pid, None)
+            if proc is not None:
+                proc.wait()
+        self._state_path.unlink(missing_ok=True)
+
+    def status(self) -> StackStatus:
+        """What runs and answers, from the state dir (works from any process)."""
+        loaded = self._load()
+        if loaded is None:
+            return StackStatus(endpoints=None, services=())
+        endpoints, services, models = loaded
+        by_name = {s.name: s for s in services}
+        statuses = tuple(
+            ServiceStatus(
+                name=name,
+                pid=service.pid if service else None,
+                running=service is None or self._running(service),
+                ready=check(),
+            )
+            for name, check in self._checks(endpoints, models).items()
+            for service in [by_name.get(name)]
+        )
+        return StackStatus(endpoints=endpoints, services=statuses)
+
+    # -- processes ---------------------------------------------------------------------------------
+
+    def _kafka_argv(self, port: int) -> list[str]:
+        url = f"tcp://{HOST}:{port}"
+        return [
+            str(paths.tansu_bin()), "broker",
+            "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", self.kafka_storage,
+        ]  # fmt: skip
+
+    def _redis_argv(self, port: int) -> list[str]:
+        server = shutil.which("redis-server")
+        if server is None:
+            raise StackError(REDIS_HINT)
+        # A throwaway cache: no RDB snapshots, no AOF.
+        return [server, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"]
+
+    def _triton_argv(self, grpc: int, http: int, metrics: int) -> list[str]:
+        return [
+            str(paths.tritonserver_bin()),
+            f"--model-repository={self.model_repo.resolve()}",
+            f"--backend-directory={self._backend_dir()}",
+            "--model-control-mode=none",
+            "--strict-readiness=true",
+            "--exit-on-error=true",
+            "--disable-auto-complete-config",  # the configs are complete; no guessing
+            "--exit-timeout-secs=5",
+            f"--grpc-address={HOST}", f"--grpc-port={grpc}",
+            f"--http-address={HOST}", f"--http-port={http}",
+            f"--metrics-address={HOST}", f"--metrics-port={metrics}",
+            # CPU only: no GPU metrics, no pinned or CUDA memory pools.
+            "--allow-gpu-metrics=false",
+            "--pinned-memory-pool-byte-size=0",
+            "--cuda-memory-pool-byte-size=0:0",
+            # Python-backend shared memory is named by prefix; a per-stack one lets stacks coexist.
+            f"--backend-config=python,shm-region-prefix-name=modstream_{grpc}_",
+        ]  # fmt: skip
+
+    def _triton_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (str(paths.pytriton_libs_dir()), env.get("LD_LIBRARY_PATH")) if p
+        )
+        # The Python stub takes its sys.prefix from python3 on PATH (it ignores PYTHONPATH).
+        env["PATH"] = os.pathsep.join((str(paths.python_env_bin()), env.get("PATH", "")))
+        return env
+
+    def _backend_dir(self) -> Path:
+        """``<state>/backends/python``: the Python backend with the stub for this interpreter."""
+        python_dir = self.state_dir / "backends" / "python"
+        python_dir.mkdir(parents=True, exist_ok=True)
+        for source in (paths.python_backend_lib(), paths.python_backend_utils(), paths.python_backend_stub()):
+            link = python_dir / source.name
+            link.unlink(missing_ok=True)
+            link.symlink_to(source)
+        return python_dir.parent
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None) -> Service:
+        log = self.state_dir / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                cwd=self.state_dir, start_new_session=True,
+            )  # fmt: skip
+        self._procs[proc.pid] = proc
+        return Service(name=name, pid=proc.pid, argv=tuple(argv), log=log)
+
+    @staticmethod
+    def _running(service: Service) -> bool:
+        # The group, not just the leader: tritonserver's Python stubs must be gone too.
+        return _is_ours(service) and bool(_group_members(service.pid))
+
+    def _signal(self, services: list[Service], sig: signal.Signals) -> None:
+        for service in services:
+            try:
+                os.killpg(service.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    # -- readiness ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _checks(endpoints: Endpoints, models: tuple[str, ...]) -> dict[str, Callable[[], bool]]:
+        return {
+            "kafka": lambda: _kafka_ready(endpoints.kafka_bootstrap),
+            "redis": lambda: _redis_ready(endpoints.redis_url),
+            "triton": lambda: _triton_ready(endpoints.triton_http, models),
+        }
+
+    def _wait_ready(
+        self, endpoints: Endpoints, services: list[Service], models: tuple[str, ...], deadline: float
+    ) -> None:
+        pending = self._checks(endpoints, models)
+        by_name = {s.name: s for s in services}
+        start = time.monotonic()
+        with self.console.status("starting the stack") as progress:
+            while pending:
+                for name, check in list(pending.items()):
+                    if check():
+                        del pending[name]
+                        self.console.log(f"{name} ready ({time.monotonic() - start:.1f}s)")
+                for name in pending:
+                    service = by_name.get(name)
+                    if service is not None and not self._running(service):
+                        raise StackError(f"{name} exited during startup; {service.log}:\n{_log_tail(service.log)}")
+                if not pending:
+                    break
+                if time.monotonic() > deadline:
+                    tails = "\n".join(
+                        f"--- {by_name[n].log}:\n{_log_tail(by_name[n].log)}" for n in pending if n in by_name
+                    )
+                    raise StackError(f"not ready before the deadline: {', '.join(pending)}\n{tails}")
+                progress.update(f"waiting for {', '.join(pending)}")
+                time.sleep(0.1)

@@ -1,0 +1,197 @@
+"""Build the Triton model repository that serves the content model ``spam_text``.
+
+Three targets share one model name and one I/O contract, so the worker never
+knows which one it talks to:
+
+  cpu-embedded  Python backend running ONNX Runtime: the embedded local stack
+                (pytriton's tritonserver ships only the Python backend).
+  cpu-onnx      Triton's onnxruntime backend: a full Triton container on CPU.
+  gpu-tensorrt  a TensorRT plan built by :func:`modstream.engine.build_engine`.
+
+``render_config`` is pure so the configs are unit-tested without files; the
+reference configs under ``triton_models/reference`` are its output, checked in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+
+Target = Literal["cpu-embedded", "cpu-onnx", "gpu-tensorrt"]
+TARGETS: tuple[Target, ...] = get_args(Target)
+
+MODEL_NAME = "spam_text"
+TRITON_VERSION = "1"  # one numeric version dir; the content version travels as a parameter
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAME = "logits"
+NUM_LABELS = 2
+
+TRITON_MODELS_DIR = Path(__file__).resolve().parents[1] / "triton_models"
+PYTHON_MODEL_SOURCE = TRITON_MODELS_DIR / "spam_text_python" / "model.py"
+REFERENCE_DIR = TRITON_MODELS_DIR / "reference"
+DEFAULT_REPO_DIR = Path("build/triton_repo")
+
+# (backend/platform line, file in the version dir, instance kind) per target
+_SERVING: dict[Target, tuple[str, str, str]] = {
+    "cpu-embedded": ('backend: "python"', "model.py", "KIND_CPU"),
+    "cpu-onnx": ('backend: "onnxruntime"', "model.onnx", "KIND_CPU"),
+    "gpu-tensorrt": ('platform: "tensorrt_plan"', "model.plan", "KIND_GPU"),
+}
+
+
+@dataclass(frozen=True)
+class RepoOptions:
+    """Everything ``config.pbtxt`` depends on besides the target."""
+
+    model_version: str = "dev"
+    max_batch_size: int = 64
+    preferred_batch_sizes: tuple[int, ...] = (16, 32, 64)
+    max_queue_delay_us: int = 2000
+    instances: int = 1
+    intra_op_threads: int = 0  # CPU targets; 0 = ONNX Runtime's default
+    onnx_file: str = "model.onnx"  # cpu-embedded: the ONNX file next to model.py
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1 or self.instances < 1 or self.max_queue_delay_us < 0:
+            raise ValueError("max_batch_size and instances must be >= 1, max_queue_delay_us >= 0")
+        if self.intra_op_threads < 0:
+            raise ValueError("intra_op_threads must be >= 0")
+        bad = [b for b in self.preferred_batch_sizes if not 1 <= b <= self.max_batch_size]
+        if bad:
+            raise ValueError(f"preferred batch sizes {bad} are outside [1, max_batch_size={self.max_batch_size}]")
+        if not self.model_version or '"' in self.model_version:
+            raise ValueError(f"invalid model_version {self.model_version!r}")
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """The part of the trainer's ``card.json`` the serving side reads."""
+
+    serving_model: str
+    version: str
+
+    @classmethod
+    def load(cls, model_dir: Path) -> ModelCard:
+        path = model_dir / "card.json"
+        try:
+            card = json.loads(path.read_text())
+            return cls(serving_model=str(card["serving_model"]), version=str(card["version"]))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path} not found: is {model_dir} a trained model directory?") from None
+        except KeyError as exc:
+            raise ValueError(f"{path} lacks the key {exc}") from None
+
+
+def _tensor(name: str, data_type: str, dims: str) -> str:
+    return f'  {{\n    name: "{name}"\n    data_type: {data_type}\n    dims: [ {dims} ]\n  }}'
+
+
+def _parameter(key: str, value: str) -> str:
+    return f'parameters {{\n  key: "{key}"\n  value: {{ string_value: "{value}" }}\n}}'
+
+
+def render_config(target: Target, opts: RepoOptions) -> str:
+    """The ``config.pbtxt`` of ``spam_text`` for a target (pure: no files)."""
+    serving, _, kind = _SERVING[target]
+    inputs = ",\n".join(_tensor(name, "TYPE_INT64", "-1") for name in INPUT_NAMES)
+    preferred = ", ".join(str(b) for b in opts.preferred_batch_sizes)
+    parameters = {"model_version": opts.model_version}
+    if target == "cpu-embedded":
+        parameters |= {"onnx_file": opts.onnx_file, "intra_op_threads": str(opts.intra_op_threads)}
+    elif target == "cpu-onnx" and opts.intra_op_threads:
+        parameters["intra_op_thread_count"] = str(opts.intra_op_threads)  # onnxruntime backend's key
+    lines = [
+        f'name: "{MODEL_NAME}"',
+        serving,
+        f"max_batch_size: {opts.max_batch_size}",
+        f"input [\n{inputs}\n]",
+        f"output [\n{_tensor(OUTPUT_NAME, 'TYPE_FP32', str(NUM_LABELS))}\n]",
+        "dynamic_batching {"
+        + (f"\n  preferred_batch_size: [ {preferred} ]" if preferred else "")
+        + f"\n  max_queue_delay_microseconds: {opts.max_queue_delay_us}\n}}",
+        f"instance_group [\n  {{\n    count: {opts.instances}\n    kind: {kind}\n  }}\n]",
+        *(_parameter(key, value) for key, value in parameters.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_model_config(target: Target, opts: RepoOptions, model_root: Path) -> Path:
+    """Write ``<model_root>/config.pbtxt`` (``model_root`` is the ``spam_text`` dir)."""
+    model_root.mkdir(parents=True, exist_ok=True)
+    path = model_root / "config.pbtxt"
+    path.write_text(render_config(target, opts))
+    return path
+
+
+def build_repo(
+    target: Target,
+    model_dir: Path,
+    out: Path = DEFAULT_REPO_DIR,
+    *,
+    max_batch_size: int = 64,
+    preferred_batch_sizes: tuple[int, ...] = (16, 32, 64),
+    max_queue_delay_us: int = 2000,
+    instances: int = 1,
+    intra_op_threads: int = 0,
+    plan: Path | None = None,
+) -> Path:
+    """Write ``out/spam_text/{config.pbtxt,1/...}`` from a trained model dir; returns ``out``.
+
+    ``model_dir`` holds ``card.json`` and the ONNX file it names. For
+    ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``. Only
+    ``out/spam_text`` is replaced; other models in ``out`` are left alone.
+    """
+    card = ModelCard.load(model_dir)
+    _, model_file, _ = _SERVING[target]
+    source = (plan or model_dir / "model.plan") if target == "gpu-tensorrt" else model_dir / card.serving_model
+    if not source.is_file():
+        hint = " (build it with modstream.engine.build_engine)" if target == "gpu-tensorrt" else ""
+        raise FileNotFoundError(f"{source} not found{hint}")
+    if target == "cpu-embedded" and not PYTHON_MODEL_SOURCE.is_file():
+        raise FileNotFoundError(f"{PYTHON_MODEL_SOURCE} not found: build_repo needs the modstream source tree")
+
+    model_root = out / MODEL_NAME
+    # The build is replaced wholesale: it must not live among the sources nor contain the model dir.
+    if model_root.resolve().is_relative_to(TRITON_MODELS_DIR) or model_dir.resolve().is_relative_to(
+        model_root.resolve()
+    ):
+        raise ValueError(f"refusing to build into {model_root}: it would overwrite sources")
+    shutil.rmtree(model_root, ignore_errors=True)  # no stale files from an earlier build or target
+    version_dir = model_root / TRITON_VERSION
+    version_dir.mkdir(parents=True)
+
+    if target == "cpu-embedded":
+        shutil.copy2(PYTHON_MODEL_SOURCE, version_dir / model_file)
+        shutil.copy2(source, version_dir / card.serving_model)
+    else:
+        shutil.copy2(source, version_dir / model_file)
+
+    opts = RepoOptions(
+        model_version=card.version,
+        max_batch_size=max_batch_size,
+        preferred_batch_sizes=preferred_batch_sizes,
+        max_queue_delay_us=max_queue_delay_us,
+        instances=instances,
+        intra_op_threads=intra_op_threads,
+        onnx_file=card.serving_model,
+    )
+    write_model_config(target, opts, model_root)
+    return out
+
+
+def reference_configs() -> dict[str, str]:
+    """The checked-in reference configs: file name -> content, from default options."""
+    return {f"{target}.config.pbtxt": render_config(target, RepoOptions()) for target in ("gpu-tensorrt", "cpu-onnx")}
+
+
+def write_reference_configs(directory: Path = REFERENCE_DIR) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in reference_configs().items():
+        (directory / name).write_text(text)
+
+
+if __name__ == "__main__":  # regenerate triton_models/reference after changing render_config
+    write_reference_configs()

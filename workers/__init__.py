@@ -1,0 +1,1 @@
+"""modstream workers: the hot-path moderation worker and the feedback worker."""

@@ -1,0 +1,1 @@
+"""Real clients behind the Protocols in :mod:`workers.clients`."""

@@ -1,0 +1,83 @@
+"""confluent-kafka behind the Source and Sink protocols."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from workers.records import InMsg
+
+log = logging.getLogger(__name__)
+
+
+def _commit_quietly(consumer: Consumer) -> None:
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing stored since the last commit
+            raise
+
+
+class KafkaSource:
+    def __init__(self, conf: dict[str, Any], topics: Sequence[str]) -> None:
+        self._consumer = Consumer(conf)
+        self._consumer.subscribe(list(topics), on_revoke=self._on_revoke)
+
+    @staticmethod
+    def _on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Runs inside poll, between batches, so every stored offset is already settled:
+        # commit them before another group member takes these partitions over.
+        log.info("partitions revoked: %s", [(p.topic, p.partition) for p in partitions])
+        _commit_quietly(consumer)
+
+    def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
+        msgs: list[Message] = self._consumer.consume(max_size, max_wait_s)
+        now = time.monotonic()
+        out = []
+        for m in msgs:
+            if err := m.error():
+                if err.fatal():
+                    raise KafkaException(err)
+                log.warning("consumer error: %s", err)
+                continue
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            assert topic is not None and partition is not None and offset is not None  # set on non-error messages
+            ts_type, ts = m.timestamp()
+            out.append(InMsg(topic, partition, offset, m.key(), m.value(), now, ts if ts_type != 0 else None))
+        return out
+
+    def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        if offsets:
+            self._consumer.store_offsets(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+
+    def close(self) -> None:
+        _commit_quietly(self._consumer)
+        self._consumer.close()
+
+
+class KafkaSink:
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self._producer = Producer(conf)
+        self._reports: dict[int, str | None] = {}
+
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, str | bytes | None]], token: int
+    ) -> None:
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            self._reports[token] = None if err is None else str(err)
+
+        while True:
+            try:
+                self._producer.produce(topic, value, key, headers=list(headers), on_delivery=report)
+                return
+            except BufferError:  # local queue full: serve delivery reports to make room
+                self._producer.poll(0.05)
+
+    def flush(self, timeout_s: float) -> dict[int, str | None]:
+        self._producer.flush(timeout_s)
+        reports, self._reports = self._reports, {}
+        return reports

@@ -1,0 +1,88 @@
+"""The one settings object. Every client is configured from here.
+
+Env vars are ``MODSTREAM_*``. librdkafka keys pass through unchanged via
+``MODSTREAM_KAFKA_EXTRA`` (a JSON object of dotted keys), so SASL/TLS work
+without code changes; the only secret among them is given separately as
+``MODSTREAM_KAFKA_SASL_PASSWORD``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_model_dir() -> Path:
+    return Path("~/.cache/modstream/current").expanduser()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MODSTREAM_", frozen=True, extra="ignore")
+
+    # Kafka
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    kafka_extra: dict[str, str | int | bool] = Field(default_factory=dict)
+    kafka_sasl_password: SecretStr | None = None
+    group_id: str = "modstream-moderation"
+    input_topic: str = "posts"
+    output_topic: str = "verdicts"
+    dlq_topic: str = "posts.dlq"
+    feedback_topic: str = "feedback"
+    session_timeout_ms: int = 6000
+
+    # Micro-batching: a batch closes at whichever comes first.
+    batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
+    batch_max_wait_ms: Annotated[int, Field(ge=1, le=60_000)] = 50
+    # How long to wait for delivery reports before giving the batch up for redelivery.
+    publish_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+
+    # Redis
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    redis_prefix: str = "modstream:"
+    redis_timeout_ms: Annotated[int, Field(ge=1)] = 250
+    banlist_refresh_s: Annotated[float, Field(gt=0)] = 5.0
+
+    # Triton
+    triton_url: str = "127.0.0.1:8001"
+    triton_model: str = "spam_text"
+    triton_timeout_ms: Annotated[int, Field(ge=1)] = 2000
+    triton_sub_batch: Annotated[int, Field(ge=1)] = 64
+    triton_max_in_flight: Annotated[int, Field(ge=1)] = 4
+    max_tokens: Annotated[int, Field(ge=8, le=512)] = 128
+    text_cache_size: Annotated[int, Field(ge=0)] = 50_000
+
+    # Models: a directory with tokenizer.json, the text card and the decision model.
+    model_dir: Path = Field(default_factory=default_model_dir)
+
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
+
+    def kafka_common(self) -> dict[str, Any]:
+        """librdkafka settings shared by every client: the one place dotted keys are mapped."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_extra}
+        if self.kafka_sasl_password is not None:
+            conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
+        return conf
+
+    def consumer_conf(self) -> dict[str, Any]:
+        return {
+            **self.kafka_common(),
+            "group.id": self.group_id,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": self.session_timeout_ms,
+            # At-least-once: offsets are stored by the commit policy only after every
+            # output of a message is acknowledged; librdkafka then commits what was stored.
+            "enable.auto.offset.store": False,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 1000,
+        }
+
+    def producer_conf(self) -> dict[str, Any]:
+        return {
+            **self.kafka_common(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+        }

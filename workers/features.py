@@ -1,0 +1,152 @@
+"""The decision model's feature contract: names, order and version.
+
+Training and the worker both build rows through :func:`assemble`, and the worker
+refuses a model trained against another contract. Missing data stays NaN: a new
+user has no history, and a degraded verdict has no text score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from schemas import JourneyStep
+
+FEATURES: tuple[str, ...] = (
+    "text_spam_prob",
+    "text_chars",
+    "has_link_text",
+    "has_media_text",
+    "user_age_days",
+    "user_friends",
+    "user_followers",
+    "user_verified",
+    "user_posts",
+    "user_spam_ratio",
+    "user_reports",
+    "user_email_disposable",
+    "url_count",
+    "url_posts",
+    "url_reports",
+    "domain_age_days",
+    "domain_reputation",
+    "domain_posts",
+    "domain_reports",
+    "domain_subdomain_depth",
+    "domain_risky_tld",
+    "ip_posts",
+    "ip_spam_ratio",
+    "journey_steps",
+    "journey_total_ms",
+    "journey_min_gap_ms",
+    "journey_direct_api",
+)
+FEATURE_VERSION = hashlib.sha256(",".join(FEATURES).encode()).hexdigest()[:12]
+INDEX = {name: i for i, name in enumerate(FEATURES)}
+
+# Cheap, abuse-heavy TLDs. A prior, not a verdict: the model learns how much it matters.
+RISKY_TLDS = frozenset({"xyz", "top", "click", "loan", "work", "info", "biz", "ru", "cn", "tk", "icu", "buzz"})
+
+NAN = math.nan
+
+
+class ContractMismatch(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What enrichment found; an empty mapping means the entity is unknown."""
+
+    user: Mapping[str, str] = field(default_factory=dict)
+    url: Mapping[str, str] = field(default_factory=dict)
+    domain: Mapping[str, str] = field(default_factory=dict)
+    ip: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PostFacts:
+    """The parts of a post the features need, independent of the event schema."""
+
+    text_chars: int
+    has_link_text: bool
+    has_media_text: bool
+    url_count: int
+    suffix: str | None
+    subdomain_depth: int | None
+    journey: Sequence[JourneyStep]
+    created_at: float  # epoch seconds
+
+
+def _num(m: Mapping[str, str], key: str) -> float:
+    v = m.get(key)
+    if v is None:
+        return NAN
+    try:
+        return float(v)
+    except ValueError:
+        return NAN
+
+
+def _ratio(m: Mapping[str, str], num: str, den: str) -> float:
+    d = _num(m, den)
+    return _num(m, num) / d if d and d > 0 else NAN
+
+
+def _age_days(m: Mapping[str, str], key: str, now: float) -> float:
+    t = _num(m, key)
+    return max(0.0, (now - t) / 86_400) if not math.isnan(t) else NAN
+
+
+def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float, float]:
+    """(steps, total ms, fastest gap ms, direct API). No UI steps means a direct API post."""
+    if not steps:
+        return 0.0, NAN, NAN, 1.0
+    offsets = sorted(s.offset_ms for s in steps)
+    gaps = [b - a for a, b in itertools.pairwise(offsets)]
+    return float(len(steps)), float(offsets[-1]), float(min(gaps)) if gaps else NAN, 0.0
+
+
+def assemble(facts: PostFacts, profile: Profile, text_prob: float | None) -> list[float]:
+    """One feature row, in FEATURES order."""
+    u, url, d, ip, now = profile.user, profile.url, profile.domain, profile.ip, facts.created_at
+    row = [
+        NAN if text_prob is None else text_prob,
+        float(facts.text_chars),
+        float(facts.has_link_text),
+        float(facts.has_media_text),
+        _age_days(u, "created_at", now),
+        _num(u, "friends"),
+        _num(u, "followers"),
+        _num(u, "verified"),
+        _num(u, "posts"),
+        _ratio(u, "spam_posts", "posts"),
+        _num(u, "reports"),
+        _num(u, "email_disposable"),
+        float(facts.url_count),
+        _num(url, "posts"),
+        _num(url, "reports"),
+        _age_days(d, "created_at", now),
+        _num(d, "reputation"),
+        _num(d, "posts"),
+        _num(d, "reports"),
+        NAN if facts.subdomain_depth is None else float(facts.subdomain_depth),
+        NAN if facts.suffix is None else float(facts.suffix.rsplit(".", 1)[-1] in RISKY_TLDS),
+        _num(ip, "posts"),
+        _ratio(ip, "spam_posts", "posts"),
+        *journey_features(facts.journey),
+    ]
+    assert len(row) == len(FEATURES)
+    return row
+
+
+def check_contract(names: Sequence[str], version: str) -> None:
+    if tuple(names) != FEATURES or version != FEATURE_VERSION:
+        raise ContractMismatch(
+            f"decision model feature contract {version!r} ({len(names)} features) does not match "
+            f"this worker's {FEATURE_VERSION!r} ({len(FEATURES)} features); retrain with "
+            "`modstream train-decision` or deploy a matching worker"
+        )

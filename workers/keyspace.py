@@ -1,0 +1,31 @@
+"""Every Redis key modstream reads or writes, under one configurable prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keyspace:
+    prefix: str
+
+    def user(self, user_id: str) -> str:
+        return f"{self.prefix}user:{user_id}"
+
+    def url(self, url: str) -> str:
+        return f"{self.prefix}url:{url}"
+
+    def domain(self, domain: str) -> str:
+        return f"{self.prefix}domain:{domain}"
+
+    def ip(self, ip: str) -> str:
+        return f"{self.prefix}ip:{ip}"
+
+    @property
+    def banned_domains(self) -> str:
+        return f"{self.prefix}banned:domains"
+
+    @property
+    def banned_ips(self) -> str:
+        """Single addresses and CIDR ranges, as strings."""
+        return f"{self.prefix}banned:ips"

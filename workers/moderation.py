@@ -1,0 +1,97 @@
+"""The moderation worker: poll a micro-batch, run the stages, publish, then commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workers.clients import HashStore, Sink, Source
+from workers.config import Settings
+from workers.features import FEATURE_VERSION, Profile
+from workers.keyspace import Keyspace
+from workers.metrics import BATCH_SIZE, DEGRADED, timed
+from workers.records import InMsg, Post
+from workers.stages import decide, enrich, publish, score, short_circuit, validate
+from workers.stages.decide import DecisionModel
+from workers.stages.score import TextScorer
+from workers.stages.short_circuit import BanListCache
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryFailed(RuntimeError):
+    """Some outputs were not acknowledged; their inputs stay uncommitted for redelivery."""
+
+
+@dataclass
+class ModerationWorker:
+    settings: Settings
+    source: Source
+    sink: Sink
+    store: HashStore
+    scorer: TextScorer
+    decision: DecisionModel
+    bans: BanListCache
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return {
+            "text": self.scorer.model.version,
+            "decision": self.decision.version,
+            "features": FEATURE_VERSION,
+        }
+
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        while not stop.is_set():
+            msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_ms / 1000)
+            if msgs:
+                await self.handle(msgs)
+        self.source.close()
+
+    async def handle(self, msgs: Sequence[InMsg]) -> None:
+        BATCH_SIZE.observe(len(msgs))
+        with timed(validate.STAGE):
+            posts, failures = validate.validate(msgs)
+        with timed(short_circuit.STAGE):
+            blocked, rest = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
+        (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
+        with timed(decide.STAGE):
+            degraded = " and ".join(c for c, down in (("redis", no_redis), ("text model", no_text)) if down)
+            decided = decide.decide(rest, profiles, probs, self.decision, self.versions, degraded or None)
+        with timed(publish.STAGE):
+            settlement = publish.publish(
+                msgs,
+                blocked + decided,
+                failures,
+                self.sink,
+                verdict_topic=self.settings.output_topic,
+                dlq_topic=self.settings.dlq_topic,
+                group=self.settings.group_id,
+                timeout_s=self.settings.publish_timeout_s,
+            )
+        self.source.store_offsets(settlement.store)
+        if not settlement.complete:
+            raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
+
+    # Enrichment and scoring degrade instead of failing the batch: a verdict without
+    # history or without a text score is still a verdict, flagged `degraded`.
+    async def _enrich(self, posts: list[Post]) -> tuple[list[Profile], bool]:
+        try:
+            with timed(enrich.STAGE):
+                return await enrich.enrich(posts, self.store, Keyspace(self.settings.redis_prefix)), False
+        except Exception as exc:
+            log.warning("enrich failed, degrading %d posts: %r", len(posts), exc)
+            DEGRADED.labels("redis").inc(len(posts))
+            return [Profile() for _ in posts], True
+
+    async def _score(self, posts: list[Post]) -> tuple[list[float | None], bool]:
+        try:
+            with timed(score.STAGE):
+                return list(await self.scorer.score([p.text for p in posts])), False
+        except Exception as exc:
+            log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
+            DEGRADED.labels("text_model").inc(len(posts))
+            return [None] * len(posts), True

@@ -1,0 +1,77 @@
+"""Values that flow between pipeline stages. Errors are values too."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from schemas import Decision, PostEvent, Reason, Verdict
+from workers.urls import Link
+
+
+@dataclass(frozen=True, slots=True)
+class InMsg:
+    """A consumed record, decoupled from the Kafka client."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    received_at: float  # time.monotonic() when the batch was polled
+    produced_at_ms: int | None = None  # broker/producer timestamp, for end-to-end latency
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    msg: InMsg
+    event: PostEvent
+    links: tuple[Link, ...]
+    text: str  # what the content model scores: post + link/media text
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A record that goes to the dead-letter topic instead of producing a verdict."""
+
+    msg: InMsg
+    error_class: str
+    error_message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    msg: InMsg
+    verdict: Verdict
+
+
+@dataclass(slots=True)
+class BatchResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+
+def verdict_for(
+    post: Post,
+    *,
+    decision: Decision,
+    score: float,
+    reasons: list[Reason],
+    stage_scores: dict[str, float],
+    model_versions: dict[str, str],
+    degraded: bool,
+) -> Outcome:
+    verdict = Verdict(
+        post_id=post.event.post_id,
+        user_id=post.event.user_id,
+        decision=decision,
+        score=score,
+        reasons=reasons,
+        stage_scores=stage_scores,
+        model_versions=model_versions,
+        degraded=degraded,
+        latency_ms=max(0.0, (time.monotonic() - post.msg.received_at) * 1000),
+        decided_at=datetime.now(UTC),
+    )
+    return Outcome(post.msg, verdict)

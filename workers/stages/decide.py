@@ -1,0 +1,125 @@
+"""Stage 5: LightGBM combines the text score with the context into allow / review / block."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import numpy.typing as npt
+
+from schemas import Decision, Reason, ReasonCode
+from workers.features import FEATURES, PostFacts, Profile, assemble, check_contract
+from workers.records import Outcome, Post, verdict_for
+
+STAGE = "decide"
+FloatArray = npt.NDArray[np.float64]
+TOP_REASONS = 3
+
+_REASON_BY_PREFIX: dict[str, ReasonCode] = {
+    "text": "text_model",
+    "has": "text_model",
+    "user": "user_history",
+    "url": "url_reputation",
+    "domain": "url_reputation",
+    "ip": "ip_history",
+    "journey": "journey",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """``block`` at and above, ``allow`` below, ``review`` in between."""
+
+    block: float
+    allow: float
+
+    def classify(self, prob: float) -> Decision:
+        if prob >= self.block:
+            return "block"
+        return "allow" if prob < self.allow else "review"
+
+
+class DecisionModel:
+    def __init__(self, booster: lgb.Booster, thresholds: Thresholds, version: str) -> None:
+        self.booster = booster
+        self.thresholds = thresholds
+        self.version = version
+
+    @classmethod
+    def load(cls, directory: Path) -> DecisionModel:
+        card = json.loads((directory / "card.json").read_text())
+        check_contract(card["features"], card["feature_version"])
+        booster = lgb.Booster(model_file=str(directory / "model.txt"))
+        return cls(booster, Thresholds(**card["thresholds"]), card["version"])
+
+    def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(spam probability, per-feature contributions) from one batched call."""
+        contrib = np.asarray(self.booster.predict(rows, pred_contrib=True))
+        raw = contrib.sum(axis=1)
+        return 1.0 / (1.0 + np.exp(-raw)), contrib[:, :-1]
+
+
+def facts_of(post: Post) -> PostFacts:
+    e, link = post.event, post.links[0] if post.links else None
+    return PostFacts(
+        text_chars=len(e.text),
+        has_link_text=e.link_text is not None,
+        has_media_text=e.media_text is not None,
+        url_count=len(post.links),
+        suffix=link.suffix if link else None,
+        subdomain_depth=link.subdomain_depth if link else None,
+        journey=e.journey,
+        created_at=e.created_at.timestamp(),
+    )
+
+
+def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> list[Reason]:
+    order = np.argsort(-np.abs(contrib))[:k]
+    return [
+        Reason(
+            code=_REASON_BY_PREFIX.get(FEATURES[i].split("_", 1)[0], "feature"),
+            detail=f"{FEATURES[i]}={'missing' if math.isnan(row[i]) else f'{row[i]:.4g}'} ({contrib[i]:+.3f})",
+        )
+        for i in order
+    ]
+
+
+def decide(
+    posts: Sequence[Post],
+    profiles: Sequence[Profile],
+    text_probs: Sequence[float | None],
+    model: DecisionModel,
+    model_versions: dict[str, str],
+    degraded: str | None,
+) -> list[Outcome]:
+    """``degraded`` names what was unavailable (text model, Redis), or is None."""
+    if not posts:
+        return []
+    rows = np.array(
+        [assemble(facts_of(p), prof, tp) for p, prof, tp in zip(posts, profiles, text_probs, strict=True)],
+        dtype=np.float64,
+    )
+    probs, contribs = model.predict(rows)
+    outcomes = []
+    for post, row, prob, contrib, tp in zip(posts, rows, probs, contribs, text_probs, strict=True):
+        reasons = top_reasons(row, contrib)
+        if degraded:
+            reasons.append(Reason(code="degraded", detail=f"decided without {degraded}"))
+        stage_scores = {"decision": float(prob)} | ({} if tp is None else {"text": tp})
+        outcomes.append(
+            verdict_for(
+                post,
+                decision=model.thresholds.classify(float(prob)),
+                score=float(prob),
+                reasons=reasons,
+                stage_scores=stage_scores,
+                model_versions=model_versions,
+                degraded=degraded is not None,
+            )
+        )
+    return outcomes

@@ -1,0 +1,85 @@
+"""Stage 4: the content model's spam probability for each post's text.
+
+The batch is tokenised once, sorted by length and cut into sub-batches, so each
+request pads only to its own longest text; several requests are in flight at once
+and Triton's dynamic batcher merges them. Repeated texts (spam campaigns) hit a
+small LRU cache keyed by a hash of the normalised text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.clients import TextModel
+from workers.textenc import TextEncoder, pad
+
+STAGE = "score"
+FloatArray = npt.NDArray[np.floating[Any]]
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(" ".join(text.lower().split()).encode(), digest_size=16).digest()
+
+
+class ScoreCache:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._data: OrderedDict[bytes, float] = OrderedDict()
+
+    def get(self, key: bytes) -> float | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: bytes, value: float) -> None:
+        if self.capacity == 0:
+            return
+        self._data[key] = value
+        self._data.move_to_end(key)
+        if len(self._data) > self.capacity:
+            self._data.popitem(last=False)
+
+
+def spam_prob(logits: FloatArray) -> FloatArray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return np.asarray(e[:, 1] / e.sum(axis=1))
+
+
+class TextScorer:
+    def __init__(
+        self, encoder: TextEncoder, model: TextModel, sub_batch: int, max_in_flight: int, cache: ScoreCache
+    ) -> None:
+        self.encoder = encoder
+        self.model = model
+        self.sub_batch = sub_batch
+        self.cache = cache
+        self._slots = asyncio.Semaphore(max_in_flight)
+
+    async def _infer(self, seqs: list[list[int]]) -> FloatArray:
+        async with self._slots:
+            return spam_prob(await self.model.logits(*pad(seqs)))
+
+    async def score(self, texts: Sequence[str]) -> list[float]:
+        """Spam probability per text. Raises when the model is unreachable or too slow."""
+        keys = [text_key(t) for t in texts]
+        known = {k: v for k in keys if (v := self.cache.get(k)) is not None}
+        missing = list({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
+        if missing:
+            seqs = self.encoder.tokenize([t for _, t in missing])
+            order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
+            chunks = [order[s : s + self.sub_batch] for s in range(0, len(order), self.sub_batch)]
+            results = await asyncio.gather(*(self._infer([seqs[j] for j in c]) for c in chunks))
+            for chunk, probs in zip(chunks, results, strict=True):
+                for j, prob in zip(chunk, probs, strict=True):
+                    known[missing[j][0]] = float(prob)
+                    self.cache.put(missing[j][0], float(prob))
+        return [known[k] for k in keys]

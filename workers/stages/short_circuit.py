@@ -1,0 +1,113 @@
+"""Stage 2: block posts whose link domain (or a parent) or source IP is banned, with no model call."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from schemas import Reason
+from workers.clients import HashStore
+from workers.keyspace import Keyspace
+from workers.metrics import BANLIST_SIZE
+from workers.records import Outcome, Post, verdict_for
+from workers.urls import domain_candidates
+
+STAGE = "short_circuit"
+log = logging.getLogger(__name__)
+
+IPAddr = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class BanList:
+    domains: frozenset[str]
+    ips: frozenset[IPAddr]
+    networks: tuple[IPNet, ...]
+
+    @classmethod
+    def parse(cls, domains: Iterable[str], ips: Iterable[str]) -> BanList:
+        addrs: set[IPAddr] = set()
+        nets: list[IPNet] = []
+        for raw in ips:
+            net = ipaddress.ip_network(raw.strip(), strict=False)
+            if net.num_addresses == 1:
+                addrs.add(net.network_address)
+            else:
+                nets.append(net)
+        return cls(frozenset(d.strip().lower().rstrip(".") for d in domains), frozenset(addrs), tuple(nets))
+
+    @classmethod
+    def empty(cls) -> BanList:
+        return cls(frozenset(), frozenset(), ())
+
+    def __len__(self) -> int:
+        return len(self.domains) + len(self.ips) + len(self.networks)
+
+    def domain_hit(self, host: str) -> str | None:
+        return next((c for c in domain_candidates(host) if c in self.domains), None)
+
+    def ip_hit(self, ip: IPAddr) -> str | None:
+        if ip in self.ips:
+            return str(ip)
+        return next((str(n) for n in self.networks if ip in n), None)
+
+
+def short_circuit(
+    posts: Sequence[Post], bans: BanList, model_versions: dict[str, str]
+) -> tuple[list[Outcome], list[Post]]:
+    blocked: list[Outcome] = []
+    rest: list[Post] = []
+    for post in posts:
+        reasons = [
+            Reason(code="banned_domain", detail=f"{link.host} matches banned {hit}")
+            for link in post.links
+            if (hit := bans.domain_hit(link.host))
+        ]
+        if ip_hit := bans.ip_hit(post.event.ip):
+            reasons.append(Reason(code="banned_ip", detail=f"{post.event.ip} matches banned {ip_hit}"))
+        if not reasons:
+            rest.append(post)
+            continue
+        blocked.append(
+            verdict_for(
+                post,
+                decision="block",
+                score=1.0,
+                reasons=reasons,
+                stage_scores={},
+                model_versions=model_versions,
+                degraded=False,
+            )
+        )
+    return blocked, rest
+
+
+class BanListCache:
+    """The ban lists, refreshed from the store at most every ``refresh_s``.
+
+    Bans change rarely and must be matched against parent domains and CIDR ranges,
+    which a per-batch set lookup cannot do; a stale list is kept when a refresh fails.
+    """
+
+    def __init__(self, store: HashStore, ks: Keyspace, refresh_s: float) -> None:
+        self.store = store
+        self.ks = ks
+        self.refresh_s = refresh_s
+        self._bans = BanList.empty()
+        self._loaded_at = -math.inf
+
+    async def current(self) -> BanList:
+        if time.monotonic() - self._loaded_at >= self.refresh_s:
+            try:
+                domains, ips = await self.store.members([self.ks.banned_domains, self.ks.banned_ips])
+                self._bans = BanList.parse(domains, ips)
+                BANLIST_SIZE.set(len(self._bans))
+            except Exception:
+                log.exception("ban list refresh failed; keeping %d entries", len(self._bans))
+            self._loaded_at = time.monotonic()
+        return self._bans

@@ -1,0 +1,50 @@
+"""Tokenisation for the content model, shared by the worker, evaluation and benchmarks.
+
+Uses the Rust ``tokenizers`` library directly so the hot path never imports
+transformers or torch. Batches are padded to their own longest sequence
+(dynamic padding), never to ``max_length``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from tokenizers import Tokenizer
+
+IntArray = npt.NDArray[np.int64]
+
+
+def post_text(text: str, link_text: str | None = None, media_text: str | None = None) -> str:
+    """The text the content model sees: the post plus any page, OCR or transcript text."""
+    parts = [text, link_text or "", media_text or ""]
+    return " \n ".join(p for p in parts if p)
+
+
+def pad(seqs: Sequence[Sequence[int]]) -> tuple[IntArray, IntArray]:
+    """``(input_ids, attention_mask)``, both int64 ``[batch, longest]``."""
+    width = max((len(s) for s in seqs), default=1)
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+    return ids, mask
+
+
+class TextEncoder:
+    def __init__(self, tokenizer_json: Path, max_length: int) -> None:
+        self.max_length = max_length
+        self._tok = Tokenizer.from_file(str(tokenizer_json))
+        self._tok.no_padding()
+        self._tok.enable_truncation(max_length=max_length)
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, truncated, unpadded (the Rust side runs the batch in parallel)."""
+        return [e.ids for e in self._tok.encode_batch(list(texts))]
+
+    def encode(self, texts: Sequence[str]) -> tuple[IntArray, IntArray]:
+        """Tokenise and pad one batch to its longest sequence."""
+        return pad(self.tokenize(texts))

@@ -1,0 +1,85 @@
+"""Link extraction and domain matching.
+
+Spam hides links from naive regexes (``hxxp://``, ``http:\\\\host\\path``,
+``evil[.]com``), so text is de-fanged before matching. Registrable domains come
+from tldextract's bundled public-suffix snapshot: never the network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import tldextract
+
+_EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+_DEFANG = [
+    (re.compile(r"\[\.\]|\(\.\)|\[dot\]|\(dot\)", re.I), "."),
+    (re.compile(r"\bh(?:xx|\*\*)p(s?)\b", re.I), r"http\1"),
+]
+# A scheme followed by any mix of ':' and slashes/backslashes, or a bare "www." host.
+_URL = re.compile(r"(?:\bhttps?\s*:\s*[/\\]{1,3}|\bwww\.)[^\s<>\"'()\[\]{}|^`]+", re.I)
+_TRAILING = ".,;:!?*"
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    url: str  # normalised: lower-case scheme and host, forward slashes
+    host: str
+    domain: str  # registrable domain (or the IP / bare host when there is none)
+    suffix: str
+    subdomain_depth: int
+
+
+def _normalise(raw: str) -> Link | None:
+    s = raw.strip().rstrip(_TRAILING).replace("\\", "/")
+    s = re.sub(r"^(https?)\s*:\s*/*", lambda m: m.group(1).lower() + "://", s, flags=re.I)
+    if not s.lower().startswith(("http://", "https://")):
+        s = "http://" + s
+    try:
+        parts = urlsplit(s)
+        host = (parts.hostname or "").rstrip(".")
+    except ValueError:
+        return None
+    if not host or "." not in host:
+        return None
+    ext = _EXTRACT(host)
+    domain = ext.top_domain_under_public_suffix or host
+    depth = len(ext.subdomain.split(".")) if ext.subdomain else 0
+    path = parts.path or ""
+    query = f"?{parts.query}" if parts.query else ""
+    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, ext.suffix, depth)
+
+
+def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
+    """Explicit URLs first, then those found in the text; de-duplicated, order kept."""
+    for pattern, repl in _DEFANG:
+        text = pattern.sub(repl, text)
+    seen: dict[str, Link] = {}
+    for raw in [*explicit, *(m.group(0) for m in _URL.finditer(text))]:
+        link = _normalise(raw)
+        if link is not None and link.url not in seen:
+            seen[link.url] = link
+    return tuple(seen.values())
+
+
+@lru_cache(maxsize=65_536)
+def domain_candidates(host: str) -> tuple[str, ...]:
+    """The host and each parent down to its registrable domain, most specific first.
+
+    ``a.b.evil.co.uk`` -> (a.b.evil.co.uk, b.evil.co.uk, evil.co.uk); the public
+    suffix itself (co.uk) is never a candidate, so one ban cannot block a whole TLD.
+    """
+    registrable = _EXTRACT(host).top_domain_under_public_suffix or host
+    labels = host.split(".")
+    out = []
+    for i in range(len(labels)):
+        cand = ".".join(labels[i:])
+        out.append(cand)
+        if cand == registrable:
+            break
+    return tuple(out)
