@@ -72,9 +72,7 @@ def python_backend_lib() -> Path:
 
 
 def python_backend_utils() -> Path:
-    return _existing(
-        _tritonserver_dir() / "backends" / "python" / "triton_python_backend_utils.py", "nvidia-pytriton"
-    )
+    return _existing(_tritonserver_dir() / "backends" / "python" / "triton_python_backend_utils.py", "nvidia-pytriton")
 
 
 def python_backend_stub() -> Path:

@@ -9,6 +9,7 @@ in ``<state_dir>/stack.json`` so ``down``/``status`` work from another process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from types import TracebackType
 
 import redis
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # documented, no __all__
 from rich.console import Console
 
 from modstream import paths
@@ -81,12 +82,17 @@ class StackStatus:
         return self.endpoints is not None and all(s.running and s.ready for s in self.services)
 
 
+def free_ports(count: int) -> list[int]:
+    """Distinct TCP ports free right now on 127.0.0.1 (the usual small race until the servers bind them)."""
+    with contextlib.ExitStack() as held:  # hold them all open, so the kernel cannot hand one out twice
+        sockets = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((HOST, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
 def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1 (the usual small race until the server binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
 
 
 def create_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 10.0) -> None:
@@ -162,17 +168,23 @@ def _group_members(pgid: int) -> list[int]:
 def _is_ours(service: Service) -> bool:
     """False only when the pid now belongs to another program (pid reuse after our server exited)."""
     try:
-        argv0 = (Path("/proc") / str(service.pid) / "cmdline").read_bytes().split(b"\0", 1)[0]
+        # exe, not cmdline: redis-server rewrites its process title.
+        exe = os.readlink(f"/proc/{service.pid}/exe")
+    except FileNotFoundError:
+        return True  # leader gone or a zombie: what is left in its group is ours (the pgid is not reusable)
     except OSError:
-        return True  # leader gone: anything left in its group is ours (the pgid cannot be reused yet)
-    return argv0 in (b"", service.argv[0].encode())  # b"": a zombie
+        return False  # another user's process
+    return exe.removesuffix(" (deleted)") == os.path.realpath(service.argv[0])
 
 
-def _log_tail(path: Path, lines: int = 30) -> str:
+def _log_excerpt(path: Path, errors: int = 10, tail: int = 20) -> str:
+    """The first error lines and the last lines of a server log (tritonserver ends with tables)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
+    first_errors = [line for line in lines[:-tail] if "error" in line.lower()][:errors]
+    return "\n".join([*first_errors, *(["..."] if first_errors else []), *lines[-tail:]])
 
 
 class LocalStack:
@@ -193,8 +205,9 @@ class LocalStack:
         kafka_storage: str = "memory://tansu/",
         console: Console | None = None,
     ) -> None:
-        self.state_dir = state_dir
-        self.model_repo = model_repo
+        # Absolute: the paths are persisted and handed to servers that run in state_dir.
+        self.state_dir = state_dir.absolute()
+        self.model_repo = model_repo.absolute()
         self.redis_url = redis_url or os.environ.get("MODSTREAM_REDIS_URL")
         self.kafka_storage = kafka_storage  # postgres://... for a broker that survives restarts
         self.console = console or Console(stderr=True)
@@ -230,8 +243,7 @@ class LocalStack:
         except FileNotFoundError:
             return None
         services = [
-            Service(name=s["name"], pid=s["pid"], argv=tuple(s["argv"]), log=Path(s["log"]))
-            for s in state["services"]
+            Service(name=s["name"], pid=s["pid"], argv=tuple(s["argv"]), log=Path(s["log"])) for s in state["services"]
         ]
         return Endpoints(**state["endpoints"]), services, tuple(state["models"])
 
@@ -253,7 +265,7 @@ class LocalStack:
         external_redis = self.redis_url if self.redis_url and _redis_ready(self.redis_url) else None
         if self.redis_url and external_redis is None:
             self.console.log(f"[yellow]Redis at {self.redis_url} is unreachable; starting a private one")
-        kafka, redis_port, grpc, http, metrics = (free_port() for _ in range(5))
+        kafka, redis_port, grpc, http, metrics = free_ports(5)
         endpoints = Endpoints(
             kafka_bootstrap=f"{HOST}:{kafka}",
             redis_url=external_redis or f"redis://{HOST}:{redis_port}/0",
@@ -336,7 +348,7 @@ class LocalStack:
     def _triton_argv(self, grpc: int, http: int, metrics: int) -> list[str]:
         return [
             str(paths.tritonserver_bin()),
-            f"--model-repository={self.model_repo.resolve()}",
+            f"--model-repository={self.model_repo}",
             f"--backend-directory={self._backend_dir()}",
             "--model-control-mode=none",
             "--strict-readiness=true",
@@ -390,10 +402,8 @@ class LocalStack:
 
     def _signal(self, services: list[Service], sig: signal.Signals) -> None:
         for service in services:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # already gone
                 os.killpg(service.pid, sig)
-            except ProcessLookupError:
-                pass
 
     # -- readiness ---------------------------------------------------------------------------------
 
@@ -420,12 +430,12 @@ class LocalStack:
                 for name in pending:
                     service = by_name.get(name)
                     if service is not None and not self._running(service):
-                        raise StackError(f"{name} exited during startup; {service.log}:\n{_log_tail(service.log)}")
+                        raise StackError(f"{name} exited during startup; {service.log}:\n{_log_excerpt(service.log)}")
                 if not pending:
                     break
                 if time.monotonic() > deadline:
                     tails = "\n".join(
-                        f"--- {by_name[n].log}:\n{_log_tail(by_name[n].log)}" for n in pending if n in by_name
+                        f"--- {by_name[n].log}:\n{_log_excerpt(by_name[n].log)}" for n in pending if n in by_name
                     )
                     raise StackError(f"not ready before the deadline: {', '.join(pending)}\n{tails}")
                 progress.update(f"waiting for {', '.join(pending)}")

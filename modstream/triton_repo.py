@@ -28,6 +28,7 @@ TRITON_VERSION = "1"  # one numeric version dir; the content version travels as 
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "logits"
 NUM_LABELS = 2
+PLAN_FILE = "model.plan"  # what Triton's tensorrt_plan platform loads by default
 
 TRITON_MODELS_DIR = Path(__file__).resolve().parents[1] / "triton_models"
 PYTHON_MODEL_SOURCE = TRITON_MODELS_DIR / "spam_text_python" / "model.py"
@@ -38,7 +39,7 @@ DEFAULT_REPO_DIR = Path("build/triton_repo")
 _SERVING: dict[Target, tuple[str, str, str]] = {
     "cpu-embedded": ('backend: "python"', "model.py", "KIND_CPU"),
     "cpu-onnx": ('backend: "onnxruntime"', "model.onnx", "KIND_CPU"),
-    "gpu-tensorrt": ('platform: "tensorrt_plan"', "model.plan", "KIND_GPU"),
+    "gpu-tensorrt": ('platform: "tensorrt_plan"', PLAN_FILE, "KIND_GPU"),
 }
 
 
@@ -85,8 +86,9 @@ class ModelCard:
             raise ValueError(f"{path} lacks the key {exc}") from None
 
 
-def _tensor(name: str, data_type: str, dims: str) -> str:
-    return f'  {{\n    name: "{name}"\n    data_type: {data_type}\n    dims: [ {dims} ]\n  }}'
+def _tensor(name: str, data_type: str, dims: str, *, ragged: bool = False) -> str:
+    extra = "\n    allow_ragged_batch: true" if ragged else ""
+    return f'  {{\n    name: "{name}"\n    data_type: {data_type}\n    dims: [ {dims} ]{extra}\n  }}'
 
 
 def _parameter(key: str, value: str) -> str:
@@ -96,7 +98,10 @@ def _parameter(key: str, value: str) -> str:
 def render_config(target: Target, opts: RepoOptions) -> str:
     """The ``config.pbtxt`` of ``spam_text`` for a target (pure: no files)."""
     serving, _, kind = _SERVING[target]
-    inputs = ",\n".join(_tensor(name, "TYPE_INT64", "-1") for name in INPUT_NAMES)
+    # Triton batches only same-shape requests, unless inputs are ragged; the Python model pads
+    # mixed lengths itself, so there requests of any length are batched together.
+    ragged = target == "cpu-embedded"
+    inputs = ",\n".join(_tensor(name, "TYPE_INT64", "-1", ragged=ragged) for name in INPUT_NAMES)
     preferred = ", ".join(str(b) for b in opts.preferred_batch_sizes)
     parameters = {"model_version": opts.model_version}
     if target == "cpu-embedded":
@@ -141,12 +146,13 @@ def build_repo(
     """Write ``out/spam_text/{config.pbtxt,1/...}`` from a trained model dir; returns ``out``.
 
     ``model_dir`` holds ``card.json`` and the ONNX file it names. For
-    ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``. Only
+    ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``; its profile must
+    allow ``max_batch_size`` (``build_engine`` writes a config matching its profile). Only
     ``out/spam_text`` is replaced; other models in ``out`` are left alone.
     """
     card = ModelCard.load(model_dir)
     _, model_file, _ = _SERVING[target]
-    source = (plan or model_dir / "model.plan") if target == "gpu-tensorrt" else model_dir / card.serving_model
+    source = (plan or model_dir / PLAN_FILE) if target == "gpu-tensorrt" else model_dir / card.serving_model
     if not source.is_file():
         hint = " (build it with modstream.engine.build_engine)" if target == "gpu-tensorrt" else ""
         raise FileNotFoundError(f"{source} not found{hint}")

@@ -119,4 +119,7 @@ class DeadLetter(_Strict):
             for k, v in headers
             if k.startswith("dlq.")
         }
-        return cls.model_validate({**fields, "original": value}, strict=False)
+        if (version := fields.pop("schema_version", "1")) != "1":
+            raise ValueError(f"unsupported dead-letter schema_version {version!r}")
+        # Header values are strings; validate them as such, then attach the raw bytes untouched.
+        return cls.model_validate_strings({**fields, "original": ""}).model_copy(update={"original": value})

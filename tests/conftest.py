@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from modstream.stack import Endpoints, LocalStack
-from modstream.triton_repo import build_repo
+from modstream.triton_repo import INPUT_NAMES, build_repo
 
 TINY_VOCAB = 1000
 TINY_DIM = 8
@@ -52,7 +52,7 @@ def write_tiny_onnx(path: Path) -> None:
     graph = helper.make_graph(
         nodes,
         "spam_text_tiny",
-        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "attention_mask")],
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in INPUT_NAMES],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
         inits,
     )
@@ -81,6 +81,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Endpoints]:
     """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model) on free ports."""
-    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"))
+    # A generous queue delay so that requests sent together are reliably batched together.
+    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"), max_queue_delay_us=20_000)
     with LocalStack(tmp_path_factory.mktemp("stack"), repo, redis_url=None) as endpoints:
         yield endpoints

@@ -5,13 +5,16 @@ is drawn from label-conditional distributions that overlap on purpose, so no sin
 feature gives the label away (``tests/unit/test_simulator.py`` checks that no one
 feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has more):
 
-* Spam comes from bot accounts (80%) or compromised normal accounts (20%); ham from
-  established users (85%) or new users (15%), who look a lot like bots.
+* Spam comes from bot accounts (55%), aged "sleeper" accounts whose profiles look
+  like normal users' (25%) and compromised normal accounts (20%); ham from
+  established users (80%) or new users (20%), who look a lot like bots.
 * Bots are young, with few friends, high posting rates, prior spam and reports, often
-  disposable e-mail, and post from a small pool of busy datacenter IPs, 45% straight
-  through the API (no UI journey) and otherwise with machine-fast steps.
+  disposable e-mail; they post from a pool of busy datacenter IPs that VPN users
+  share, often straight through the API (no UI journey) or with fast UI steps.
+  Every timing distribution overlaps: people paste and post fast too.
 * Spam links point mostly to young, low-reputation domains, often on cheap TLDs and
-  deep subdomains; 10% of spam links point to reputable domains (redirectors).
+  deep subdomains; 25% of spam links point to reputable domains (redirectors,
+  hacked sites) and 8% of ham links to young, obscure ones.
 * 8% of users, 15% of domains and 10% of IPs are unknown to the platform (missing).
 * A few spam domains, IPs and one CIDR range are banned; those posts never reach the
   models.
@@ -36,6 +39,9 @@ HAM_TLDS = ("com", "org", "net", "co.uk", "io", "de", "edu", "info")
 HAM_TLD_P = (0.5, 0.14, 0.1, 0.06, 0.06, 0.06, 0.05, 0.03)
 SPAM_TLDS = ("com", "net", "biz", "info", "xyz", "top", "ru", "click", "cn", "loan")
 SPAM_TLD_P = (0.3, 0.1, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05, 0.05, 0.05)
+KINDS = ("normal", "new", "bot", "sleeper", "compromised")
+HAM_KIND_P = (0.8, 0.2, 0.0, 0.0, 0.0)
+SPAM_KIND_P = (0.0, 0.0, 0.55, 0.25, 0.2)
 HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
 
 
@@ -69,8 +75,7 @@ class Simulator:
         self.spam_domains = [self._domain(spam=True, i=i) for i in range(n // 2)]
         self.ham_ips = [self._ip(spam=False) for _ in range(n)]
         self.spam_ips = [self._ip(spam=True) for _ in range(n // 8)]
-        self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))]
-                      for kind in ("normal", "new", "bot", "compromised")}
+        self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))] for kind in KINDS}
         self._ban()
 
     # -- entities ---------------------------------------------------------------------------
@@ -84,23 +89,22 @@ class Simulator:
 
     def _user(self, kind: str) -> str:
         r, uid = self.rng, self._id("u")
-        age = {"normal": _lognormal(r, 700, 1.0), "new": r.uniform(0, 30),
-               "bot": _lognormal(r, 15, 1.2), "compromised": _lognormal(r, 500, 1.0)}[kind]
-        rate = _lognormal(r, 8 if kind == "bot" else 0.5, 1.0)
+        age = {"normal": _lognormal(r, 600, 1.1), "new": r.uniform(0, 30), "bot": _lognormal(r, 20, 1.4),
+               "sleeper": _lognormal(r, 300, 1.1), "compromised": _lognormal(r, 500, 1.1)}[kind]
+        rate = _lognormal(r, {"bot": 4, "sleeper": 0.8}.get(kind, 0.5), 1.1)
         posts = max(1, int(rate * max(age, 1)))
-        spam_rate = {"normal": r.beta(0.3, 60), "new": r.beta(0.5, 30),
-                     "bot": r.beta(2, 5), "compromised": r.beta(1, 12)}[kind]
-        social = {"normal": 150, "new": 6, "bot": 5, "compromised": 120}[kind]
+        spam_rate = {"normal": r.beta(0.5, 60), "new": r.beta(0.5, 30), "bot": r.beta(1, 4),
+                     "sleeper": r.beta(0.5, 25), "compromised": r.beta(0.6, 20)}[kind]
+        social = {"normal": 150, "new": 8, "bot": 10, "sleeper": 90, "compromised": 120}[kind]
         self._put(KS.user(uid), {
             "created_at": self.now - age * DAY,
             "friends": int(_lognormal(r, social, 1.1)),
             "followers": int(_lognormal(r, social * 1.2, 1.4)),
-            "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "bot": 0.003, "compromised": 0.05}[kind]),
+            "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "compromised": 0.05}.get(kind, 0.005)),
             "posts": posts,
             "spam_posts": r.binomial(posts, spam_rate),
-            "reports": r.poisson({"normal": 0.4, "new": 0.3, "bot": 2.5, "compromised": 1.0}[kind]),
-            "email_disposable": float(r.random() < {"normal": 0.03, "new": 0.1, "bot": 0.35,
-                                                     "compromised": 0.04}[kind]),
+            "reports": r.poisson({"normal": 0.5, "new": 0.4, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind]),
+            "email_disposable": float(r.random() < {"new": 0.12, "bot": 0.3, "sleeper": 0.1}.get(kind, 0.04)),
         }, known_p=0.92)
         return uid
 
@@ -109,10 +113,10 @@ class Simulator:
         tld = r.choice(SPAM_TLDS, p=SPAM_TLD_P) if spam else r.choice(HAM_TLDS, p=HAM_TLD_P)
         name = f"{'offer' if spam else 'site'}{i}{r.integers(100, 999)}.{tld}"
         self._put(KS.domain(name), {
-            "created_at": self.now - (_lognormal(r, 60, 1.3) if spam else _lognormal(r, 2500, 0.9)) * DAY,
-            "reputation": r.beta(2, 4) if spam else r.beta(7, 2),
-            "posts": int(_lognormal(r, 60 if spam else 400, 1.3)),
-            "reports": r.poisson(4 if spam else 0.8),
+            "created_at": self.now - (_lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)) * DAY,
+            "reputation": r.beta(3, 4) if spam else r.beta(5, 2),
+            "posts": int(_lognormal(r, 80 if spam else 300, 1.5)),
+            "reports": r.poisson(2.5 if spam else 0.8),
         }, known_p=0.82 if spam else 0.9)
         return name
 
@@ -120,9 +124,9 @@ class Simulator:
         r = self.rng
         ip = (f"{r.integers(5, 60)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}" if spam
               else f"{r.integers(70, 220)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}")
-        posts = int(_lognormal(r, 300 if spam else 25, 1.2)) + 1
+        posts = int(_lognormal(r, 150 if spam else 25, 1.4)) + 1
         self._put(KS.ip(ip), {"posts": posts,
-                              "spam_posts": r.binomial(posts, r.beta(3, 4) if spam else r.beta(0.5, 40))},
+                              "spam_posts": r.binomial(posts, r.beta(1.5, 5) if spam else r.beta(0.5, 30))},
                   known_p=0.9)
         return ip
 
@@ -146,27 +150,27 @@ class Simulator:
 
     def _journey(self, kind: str) -> list[JourneyStep]:
         r = self.rng
-        api_p = {"normal": 0.04, "new": 0.06, "bot": 0.45, "compromised": 0.5}[kind]
+        api_p = {"normal": 0.06, "new": 0.1, "bot": 0.4, "sleeper": 0.2, "compromised": 0.3}[kind]
         if r.random() < api_p:
             return []
-        fast = kind in ("bot", "compromised")
+        gap_ms = {"normal": 1200, "new": 1000, "bot": 300, "sleeper": 600, "compromised": 600}[kind]
         steps = ["open_composer", *[s for s in HUMAN_STEPS[1:-1] if r.random() < 0.5], "submit"]
         t, out = 0, []
         for name in steps:
             out.append(JourneyStep(name=name, offset_ms=t))
-            t += int(_lognormal(r, 150 if fast else 1800, 0.8))
+            t += int(_lognormal(r, gap_ms, 1.1))
         return out
 
     # -- posts ------------------------------------------------------------------------------
     def post(self, example: Example, created_at: datetime | None = None) -> SimPost:
         r, spam = self.rng, example.label == 1
-        kind = (("bot" if r.random() < 0.8 else "compromised") if spam
-                else ("normal" if r.random() < 0.85 else "new"))
+        kind = str(r.choice(KINDS, p=SPAM_KIND_P if spam else HAM_KIND_P))
         uid = str(r.choice(self.users[kind]))
-        ip_pool = self.spam_ips if kind == "bot" and r.random() < 0.85 else self.ham_ips
+        datacenter_p = {"bot": 0.6, "sleeper": 0.4, "compromised": 0.1}.get(kind, 0.04)
+        ip_pool = self.spam_ips if r.random() < datacenter_p else self.ham_ips
         urls: list[str] = []
-        if r.random() < (0.8 if spam else 0.3):
-            spammy_link = (r.random() < 0.9) if spam else (r.random() < 0.05)
+        if r.random() < (0.75 if spam else 0.35):
+            spammy_link = (r.random() < 0.75) if spam else (r.random() < 0.08)
             pool = self.spam_domains if spammy_link else self.ham_domains
             urls.append(self._url(str(r.choice(pool)), spammy_link))
         event = PostEvent(

@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     max_tokens: Annotated[int, Field(ge=8, le=512)] = 128
     text_cache_size: Annotated[int, Field(ge=0)] = 50_000
 
-    # Models: a directory with tokenizer.json, the text card and the decision model.
+    # Models: a directory holding text/ (tokenizer.json, card.json) and decision/ (model.txt, card.json).
     model_dir: Path = Field(default_factory=default_model_dir)
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter

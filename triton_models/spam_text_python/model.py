@@ -91,6 +91,6 @@ class TritonPythonModel:
                 responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"inference failed: {exc}"))
             return
         offsets = np.cumsum([0] + [ids.shape[0] for _, ids, _ in batch])
-        for (i, _, _), start, end in zip(batch, offsets[:-1], offsets[1:]):
+        for (i, _, _), start, end in zip(batch, offsets[:-1], offsets[1:], strict=True):
             out = pb_utils.Tensor(OUTPUT, np.ascontiguousarray(logits[start:end], dtype=np.float32))
             responses[i] = pb_utils.InferenceResponse(output_tensors=[out])

@@ -1,0 +1,85 @@
+"""Trained models, cached under ``~/.cache/modstream`` by content hash.
+
+A model directory's key hashes the code and settings that produce it, so editing
+the training code retrains once, and every later run (CI included) reuses the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from modstream.paths import cache_root
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT_CODE = ("training/corpus.py", "training/textdata.py", "training/text_model.py")
+DECISION_CODE = ("training/simulator.py", "training/decision.py", "workers/features.py", "workers/urls.py",
+                 "workers/stages/enrich.py", "workers/stages/decide.py", "schemas/events.py")
+
+
+@dataclass(frozen=True)
+class Models:
+    text: Path  # tokenizer.json, card.json, model.onnx, model.int8.onnx
+    decision: Path  # model.txt, card.json
+    bundle: Path  # text/ and decision/ side by side: what MODSTREAM_MODEL_DIR points at
+
+
+def content_key(files: Iterable[str], *extra: str) -> str:
+    digest = hashlib.sha256()
+    for rel in files:
+        digest.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
+    for item in extra:
+        digest.update(item.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _build(target: Path, build: Callable[[Path], None], console: Console, what: str) -> None:
+    """Build into a scratch dir and rename, so an interrupted run never leaves a half model."""
+    if (target / "card.json").exists():
+        console.print(f"[green]✓[/] {what}: cached at {target}")
+        return
+    scratch = target.with_name(target.name + ".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    console.print(f"[bold]{what}[/]: training into {target} (first run only)")
+    build(scratch)
+    shutil.rmtree(target, ignore_errors=True)
+    scratch.rename(target)
+
+
+def ensure_models(console: Console | None = None) -> Models:
+    console = console or Console(stderr=True)
+    root = cache_root()
+    text_dir = root / "text-model" / content_key(TEXT_CODE, "defaults")
+
+    def build_text(out: Path) -> None:
+        from training.text_model import train_text
+
+        train_text(data=None, base=None, out=out)
+
+    _build(text_dir, build_text, console, "content model")
+    text_version = json.loads((text_dir / "card.json").read_text())["version"]
+    decision_dir = root / "decision-model" / content_key(DECISION_CODE, text_version)
+
+    def build_decision(out: Path) -> None:
+        from training.decision import train_decision
+        from training.text_model import onnx_spam_scores
+        from training.textdata import spamassassin_splits
+
+        splits = spamassassin_splits()
+        train_decision(splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out,
+                       text_version=text_version)
+
+    _build(decision_dir, build_decision, console, "decision model")
+    bundle = root / "bundles" / f"{text_dir.name}-{decision_dir.name}"
+    bundle.mkdir(parents=True, exist_ok=True)
+    for name, target in (("text", text_dir), ("decision", decision_dir)):
+        link = bundle / name
+        if not link.is_symlink():
+            link.symlink_to(target)
+    return Models(text_dir, decision_dir, bundle)

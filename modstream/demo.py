@@ -1,0 +1,195 @@
+"""``modstream demo``: the whole pipeline on the embedded stack, end to end, with a summary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import redis
+from rich.console import Console
+
+from modstream.artifacts import ensure_models
+from modstream.replay import Collector, Outcomes, Record, produce_all
+from modstream.stack import Endpoints, LocalStack, create_topics
+from modstream.triton_repo import build_repo
+from training.simulator import Simulator, World
+from training.textdata import spamassassin_splits
+from workers.config import Settings
+from workers.keyspace import Keyspace
+from workers.main import run_moderation
+
+PARTITIONS = 4
+MALFORMED: tuple[bytes, ...] = (
+    b"{not json",
+    b'{"post_id": "x"}',
+    b'{"post_id": "m3", "user_id": "u", "created_at": "yesterday", "text": "", "ip": "1.2.3.4", "platform": "web"}',
+    b'{"post_id": "m4", "user_id": "u", "created_at": "2026-11-21T10:00:00Z", "text": "", "ip": "999.1.1.1", '
+    b'"platform": "web"}',
+    b'{"post_id": "m5", "user_id": "u", "created_at": "2026-11-21T10:00:00Z", "text": "", "ip": "1.2.3.4", '
+    b'"platform": "web", "surprise": true}',
+    b"\xff\xfe binary garbage",
+)
+
+
+@dataclass(frozen=True)
+class Summary:
+    posts: int
+    verdicts: int
+    dead_letters: int
+    lost: int
+    decisions: dict[str, int]
+    accuracy: float
+    review_share: float
+    degraded: int
+    throughput_posts_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+
+def seed_redis(url: str, ks: Keyspace, world: World) -> int:
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    pipe = client.pipeline(transaction=False)
+    for key, fields in world.hashes.items():
+        pipe.hset(ks.prefix + key, mapping=fields)
+    pipe.sadd(ks.banned_domains, *world.banned_domains)
+    pipe.sadd(ks.banned_ips, *world.banned_ips)
+    pipe.execute()
+    return len(world.hashes)
+
+
+def clear_redis(url: str, ks: Keyspace) -> None:
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    for batch in _chunks(list(client.scan_iter(match=ks.prefix + "*", count=1000)), 1000):
+        client.delete(*batch)
+
+
+def _chunks(items: list[bytes], n: int) -> list[list[bytes]]:
+    return [items[i : i + n] for i in range(0, len(items), n)]
+
+
+def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list[Record], list[Record]]:
+    """``(warm-up, replay)``: held-out corpus posts, a few banned-link posts and a few malformed events."""
+    test = spamassassin_splits().test
+    sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
+    seed_redis(redis_url, ks, sim.world)
+    n_bad, n_banned = max(3, n // 200), max(5, n // 100)
+    banned_domains = sorted(sim.world.banned_domains)
+    records: list[Record] = []
+    for post in sim.posts(test, n - n_bad - n_banned + 8):
+        records.append(Record(post.event.post_id, post.event.model_dump_json().encode(), post.label))
+    for i in range(n_banned):
+        post = sim.posts(test, 1)[0]
+        update = ({"urls": [f"https://promo{i}.{banned_domains[i % len(banned_domains)]}/x"]} if i % 2 == 0
+                  else {"ip": f"203.0.113.{i % 250 + 1}"})
+        event = post.event.model_copy(update=update)
+        records.append(Record(event.post_id, event.model_dump_json().encode(), 1))
+    records += [Record(f"malformed-{i}", MALFORMED[i % len(MALFORMED)], None) for i in range(n_bad)]
+    warmup, replay = records[:8], records[8:]
+    random.Random(seed).shuffle(replay)
+    return warmup, replay
+
+
+def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Summary:
+    labels = {r.key: r.label for r in replay}
+    verdicts = {k: v for k, v in out.verdicts.items() if k in labels}
+    dead = {k for k in out.dead_letters if k in labels}
+    decisions = Counter(v.decision for v in verdicts.values())
+    decided = [(v.decision, labels[k]) for k, v in verdicts.items() if v.decision != "review"]
+    correct = sum((d == "block") == (y == 1) for d, y in decided)
+    lat = out.latencies_ms({k: sent[k] for k in labels})
+    span = max(out.arrived[k] for k in labels if k in out.arrived) - min(sent.values())
+    return Summary(
+        posts=len(replay),
+        verdicts=len(verdicts),
+        dead_letters=len(dead),
+        lost=len(replay) - len(verdicts) - len(dead),
+        decisions={d: decisions.get(d, 0) for d in ("allow", "review", "block")},
+        accuracy=round(correct / len(decided), 4) if decided else float("nan"),
+        review_share=round(decisions.get("review", 0) / max(len(verdicts), 1), 4),
+        degraded=sum(v.degraded for v in verdicts.values()),
+        throughput_posts_per_s=round(len(replay) / span, 1),
+        p50_ms=round(float(np.percentile(lat, 50)), 1),
+        p99_ms=round(float(np.percentile(lat, 99)), 1),
+    )
+
+
+def worker_settings(ep: Endpoints, model_dir: Path, run: str) -> Settings:
+    return Settings(
+        kafka_bootstrap=ep.kafka_bootstrap,
+        redis_url=ep.redis_url,  # type: ignore[arg-type]  # pydantic wraps it in SecretStr
+        triton_url=ep.triton_grpc,
+        model_dir=model_dir,
+        redis_prefix=f"modstream-demo:{run}:",
+        group_id=f"modstream-demo-{run}",
+        metrics_port=0,
+    )
+
+
+class WorkerThread:
+    """The moderation worker on its own event loop, as a deployment would run it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.stop = asyncio.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(settings,), name="worker", daemon=True)
+        self.thread.start()
+
+    def _run(self, settings: Settings) -> None:
+        async def main() -> None:
+            await run_moderation(settings, self.stop)
+
+        try:
+            self.loop.run_until_complete(main())
+        except BaseException as exc:  # surfaced by close(); the demo must not hang on a dead worker
+            self.error = exc
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(60)
+        if self.error:
+            raise self.error
+
+
+def run_demo(posts: int, console: Console, seed: int = 2026, state_dir: Path | None = None) -> Summary:
+    models = ensure_models(console)
+    with tempfile.TemporaryDirectory(prefix="modstream-demo-") as tmp:
+        work = state_dir or Path(tmp)
+        repo = build_repo("cpu-embedded", models.text, work / "triton_repo")
+        with LocalStack(work / "stack", repo, console=console) as ep:
+            run = uuid.uuid4().hex[:8]
+            settings = worker_settings(ep, models.bundle, run)
+            ks = Keyspace(settings.redis_prefix)
+            create_topics(ep.kafka_bootstrap, {settings.input_topic: PARTITIONS, settings.output_topic: PARTITIONS,
+                                               settings.dlq_topic: 1})
+            try:
+                with console.status("building posts and seeding Redis with the simulated platform"):
+                    warmup, replay = build_records(posts, seed, ks, ep.redis_url)
+                collector = Collector(settings, f"demo-collector-{run}")
+                worker = WorkerThread(settings)
+                try:
+                    with console.status("warming up: waiting for the worker to join its group"):
+                        produce_all(settings, warmup)
+                        if not collector.wait_for([r.key for r in warmup], 120):
+                            raise RuntimeError(f"worker produced no verdicts for the warm-up posts ({worker.error!r})")
+                    with console.status(f"replaying {len(replay)} posts"):
+                        sent = produce_all(settings, replay)
+                        collector.wait_for([r.key for r in replay], 120 + len(replay) / 20)
+                finally:
+                    worker.close()
+                    collector.close()
+                return summarise(replay, collector.outcomes, sent)
+            finally:
+                clear_redis(ep.redis_url, ks)

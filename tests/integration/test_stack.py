@@ -1,0 +1,121 @@
+"""The embedded stack end to end: broker round trip, Redis, and gRPC inference on the tiny model."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import redis
+import tritonclient.grpc as grpcclient
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from tritonclient.utils import InferenceServerException
+
+from modstream.stack import Endpoints, create_topics
+from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
+
+pytestmark = pytest.mark.integration
+
+Ids = npt.NDArray[np.int64]
+Logits = npt.NDArray[np.float32]
+
+
+def test_broker_round_trip(stack: Endpoints) -> None:
+    topic = "stack-test"
+    create_topics(stack.kafka_bootstrap, {topic: 2})
+    create_topics(stack.kafka_bootstrap, {topic: 2})  # idempotent
+
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "enable.idempotence": True})
+    producer.produce(topic, key=b"k", value=b"hello", partition=0)
+    assert producer.flush(10) == 0
+
+    # assign, not subscribe: no group join to wait for
+    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": "stack-test"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        message = consumer.poll(10)
+    finally:
+        consumer.close()
+    assert message is not None and message.error() is None
+    assert (message.key(), message.value()) == (b"k", b"hello")
+
+
+def test_redis_ping(stack: Endpoints) -> None:
+    assert stack.redis_started
+    assert redis.Redis.from_url(stack.redis_url, socket_timeout=1).ping()
+
+
+def make_inputs(ids: Ids, mask: Ids | None = None) -> list[grpcclient.InferInput]:
+    mask = np.ones_like(ids) if mask is None else mask
+    inputs = []
+    for name, array in zip(INPUT_NAMES, (ids, mask), strict=True):
+        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return inputs
+
+
+def infer(client: grpcclient.InferenceServerClient, ids: Ids) -> Logits:
+    result = client.infer(MODEL_NAME, make_inputs(ids), outputs=[grpcclient.InferRequestedOutput(OUTPUT_NAME)])
+    logits: Logits = result.as_numpy(OUTPUT_NAME)
+    return logits
+
+
+def model_stats(client: grpcclient.InferenceServerClient) -> tuple[int, int]:
+    """(executions, inferred rows) of spam_text so far."""
+    stats = client.get_inference_statistics(MODEL_NAME).model_stats[0]
+    return stats.execution_count, stats.inference_count
+
+
+@pytest.fixture
+def client(stack: Endpoints) -> grpcclient.InferenceServerClient:
+    return grpcclient.InferenceServerClient(stack.triton_grpc)
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 7), (5, 33)])
+def test_triton_infer(client: grpcclient.InferenceServerClient, batch: int, seq: int) -> None:
+    ids = np.random.default_rng(batch).integers(0, 30522, size=(batch, seq), dtype=np.int64)
+
+    logits = infer(client, ids)
+
+    assert logits.shape == (batch, NUM_LABELS) and logits.dtype == np.float32
+    assert np.isfinite(logits).all()
+    assert client.get_model_config(MODEL_NAME).config.parameters["model_version"].string_value == "tiny0001"
+
+
+def test_triton_dynamic_batch_of_mixed_lengths(client: grpcclient.InferenceServerClient) -> None:
+    """Requests of different lengths, sent together, each get their own rows back (padding is masked)."""
+    rng = np.random.default_rng(0)
+    requests = [rng.integers(0, 30522, size=(b, s), dtype=np.int64) for b, s in [(1, 5), (3, 40), (2, 12)]]
+    expected = [infer(client, ids) for ids in requests]
+
+    results: dict[int, Logits | Exception] = {}
+    done = threading.Event()
+
+    def on_result(i: int, result: grpcclient.InferResult, error: Exception | None) -> None:
+        results[i] = error if error is not None else result.as_numpy(OUTPUT_NAME)
+        if len(results) == len(requests):
+            done.set()
+
+    before = model_stats(client)
+    for i, ids in enumerate(requests):
+        client.async_infer(MODEL_NAME, make_inputs(ids), callback=functools.partial(on_result, i))
+    assert done.wait(10)
+    after = model_stats(client)
+
+    for i, logits in enumerate(expected):
+        result = results[i]
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result, logits, rtol=1e-5, atol=1e-6)
+    executions, inferences = (a - b for a, b in zip(after, before, strict=True))
+    assert inferences == sum(len(ids) for ids in requests)
+    assert executions < len(requests), "the requests should have been batched into fewer executions"
+
+
+def test_triton_bad_request_fails_alone(client: grpcclient.InferenceServerClient) -> None:
+    ids = np.zeros((2, 8), dtype=np.int64)
+    with pytest.raises(InferenceServerException, match="same"):
+        client.infer(MODEL_NAME, make_inputs(ids, mask=np.ones((2, 5), dtype=np.int64)))
+    assert infer(client, ids).shape == (2, NUM_LABELS)  # the model still serves

@@ -1,0 +1,88 @@
+"""In-memory stand-ins for the client Protocols, for pure-logic tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import lightgbm as lgb
+import numpy as np
+
+from workers.features import FEATURES
+from workers.records import InMsg
+from workers.stages.decide import DecisionModel, Thresholds
+
+
+class FakeStore:
+    def __init__(
+        self,
+        hashes: dict[str, dict[str, str]] | None = None,
+        sets: dict[str, set[str]] | None = None,
+        fail: bool = False,
+    ) -> None:
+        self.hashes, self.sets, self.fail, self.calls = hashes or {}, sets or {}, fail, 0
+
+    async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
+        self.calls += 1
+        if self.fail:
+            raise TimeoutError("redis timed out")
+        return [self.hashes.get(k, {}) for k in keys]
+
+    async def members(self, keys: Sequence[str]) -> list[set[str]]:
+        return [self.sets.get(k, set()) for k in keys]
+
+
+class FakeTextModel:
+    """Spam logit high when the word 'cheap' appears (token id of 'cheap' in the uncased vocab)."""
+
+    version = "fake-1"
+
+    def __init__(self, cheap_id: int, fail: bool = False) -> None:
+        self.cheap_id, self.fail, self.batches = cheap_id, fail, []
+
+    async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        self.batches.append(input_ids.shape)
+        if self.fail:
+            raise TimeoutError("triton deadline exceeded")
+        spam = (input_ids == self.cheap_id).any(axis=1).astype(np.float32) * 6 - 3
+        return np.stack([np.zeros_like(spam), spam], axis=1)
+
+
+class FakeSource:
+    def __init__(self, batches: list[list[InMsg]]) -> None:
+        self.batches, self.stored, self.closed = batches, {}, False
+
+    def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
+        return self.batches.pop(0) if self.batches else []
+
+    def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        self.stored.update(offsets)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeSink:
+    def __init__(self, fail_tokens: set[int] | None = None) -> None:
+        self.records, self.pending, self.fail_tokens = [], [], fail_tokens or set()
+
+    def produce(self, topic, key, value, headers, token) -> None:  # type: ignore[no-untyped-def]
+        self.pending.append(token)
+        self.records.append((topic, key, value, list(headers)))
+
+    def flush(self, timeout_s: float) -> dict[int, str | None]:
+        out = {t: ("broker down" if t in self.fail_tokens else None) for t in self.pending}
+        self.pending = []
+        return out
+
+
+def tiny_decision_model() -> DecisionModel:
+    """A real LightGBM model over the real feature contract: spam when the text score is high."""
+    rng = np.random.default_rng(0)
+    x = rng.random((400, len(FEATURES)))
+    y = (x[:, FEATURES.index("text_spam_prob")] > 0.5).astype(int)
+    booster = lgb.train(
+        {"objective": "binary", "verbose": -1, "num_leaves": 4, "min_data_in_leaf": 5},
+        lgb.Dataset(x, y, feature_name=list(FEATURES)),
+        num_boost_round=20,
+    )
+    return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), "tiny")

@@ -1,0 +1,53 @@
+"""TensorRT engine profile and config (TensorRT itself needs a GPU: not run here)."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from modstream.engine import EngineProfile, EngineUnavailable, build_engine
+from modstream.triton_repo import INPUT_NAMES, render_config
+
+
+def test_profile_shapes_cover_both_inputs() -> None:
+    profile = EngineProfile(min_batch=1, opt_batch=16, max_batch=32, min_seq=4, opt_seq=64, max_seq=256)
+
+    assert profile.shapes() == {name: ((1, 4), (16, 64), (32, 256)) for name in INPUT_NAMES}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"min_batch": 0},
+        {"min_seq": 0},
+        {"opt_batch": 128},  # above max_batch
+        {"min_batch": 64, "opt_batch": 32},
+        {"opt_seq": 4, "min_seq": 8},
+        {"max_seq": 32},  # below opt_seq
+    ],
+)
+def test_profile_validation(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        EngineProfile(**kwargs)
+
+
+def test_profile_repo_options_match_the_engine() -> None:
+    profile = EngineProfile(opt_batch=24, max_batch=48)
+    config = text_format.Parse(
+        render_config("gpu-tensorrt", profile.repo_options("v7")), model_config_pb2.ModelConfig()
+    )
+
+    assert config.platform == "tensorrt_plan"
+    assert config.max_batch_size == 48
+    assert list(config.dynamic_batching.preferred_batch_size) == [24, 48]
+    assert config.parameters["model_version"].string_value == "v7"
+
+
+@pytest.mark.skipif(find_spec("tensorrt") is not None, reason="tensorrt is installed")
+def test_build_engine_without_tensorrt(tmp_path: Path) -> None:
+    with pytest.raises(EngineUnavailable, match=r"modstream\[gpu\]"):
+        build_engine(tmp_path / "model.onnx", tmp_path / "engine", EngineProfile())

@@ -1,0 +1,137 @@
+"""Triton repository layout and config rendering (no servers)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from modstream.triton_repo import (
+    INPUT_NAMES,
+    MODEL_NAME,
+    OUTPUT_NAME,
+    PYTHON_MODEL_SOURCE,
+    REFERENCE_DIR,
+    TARGETS,
+    TRITON_MODELS_DIR,
+    RepoOptions,
+    Target,
+    build_repo,
+    reference_configs,
+    render_config,
+)
+
+
+def parse(text: str) -> model_config_pb2.ModelConfig:
+    """Parse with Triton's own schema: a typo in the rendered text fails here."""
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_render_config_contract(target: Target) -> None:
+    opts = RepoOptions(model_version="abc123", max_batch_size=32, preferred_batch_sizes=(8, 32), instances=2)
+    config = parse(render_config(target, opts))
+
+    assert config.name == MODEL_NAME
+    assert config.max_batch_size == 32
+    assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
+        (name, model_config_pb2.TYPE_INT64, [-1]) for name in INPUT_NAMES
+    ]
+    assert [(o.name, o.data_type, list(o.dims)) for o in config.output] == [
+        (OUTPUT_NAME, model_config_pb2.TYPE_FP32, [2])
+    ]
+    assert list(config.dynamic_batching.preferred_batch_size) == [8, 32]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 2000
+    assert config.instance_group[0].count == 2
+    assert config.parameters["model_version"].string_value == "abc123"
+
+
+def test_render_config_per_target() -> None:
+    opts = RepoOptions(onnx_file="model.int8.onnx", intra_op_threads=2)
+    embedded, onnx, tensorrt = (parse(render_config(t, opts)) for t in ("cpu-embedded", "cpu-onnx", "gpu-tensorrt"))
+    gpu, cpu = model_config_pb2.ModelInstanceGroup.KIND_GPU, model_config_pb2.ModelInstanceGroup.KIND_CPU
+
+    assert (embedded.backend, embedded.instance_group[0].kind) == ("python", cpu)
+    assert all(i.allow_ragged_batch for i in embedded.input)
+    assert not any(i.allow_ragged_batch for i in (*onnx.input, *tensorrt.input))
+    assert embedded.parameters["onnx_file"].string_value == "model.int8.onnx"
+    assert embedded.parameters["intra_op_threads"].string_value == "2"
+    assert (onnx.backend, onnx.instance_group[0].kind) == ("onnxruntime", cpu)
+    assert onnx.parameters["intra_op_thread_count"].string_value == "2"
+    assert (tensorrt.platform, tensorrt.instance_group[0].kind) == ("tensorrt_plan", gpu)
+    assert set(tensorrt.parameters) == {"model_version"}
+
+
+def test_reference_configs_do_not_drift() -> None:
+    expected = reference_configs()
+    assert set(expected) == {"gpu-tensorrt.config.pbtxt", "cpu-onnx.config.pbtxt"}
+    for name, text in expected.items():
+        assert (REFERENCE_DIR / name).read_text() == text, f"regenerate: python -m modstream.triton_repo ({name})"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_batch_size": 0},
+        {"instances": 0},
+        {"max_queue_delay_us": -1},
+        {"preferred_batch_sizes": (16, 128)},
+        {"model_version": ""},
+        {"model_version": 'a"b'},
+        {"intra_op_threads": -1},
+    ],
+)
+def test_repo_options_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        RepoOptions(**kwargs)  # type: ignore[arg-type]
+
+
+def test_build_repo_cpu_embedded(tiny_model_dir: Path, tmp_path: Path) -> None:
+    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path / "repo", max_batch_size=16, preferred_batch_sizes=(16,))
+
+    version_dir = repo / MODEL_NAME / "1"
+    assert sorted(p.name for p in version_dir.iterdir()) == ["model.onnx", "model.py"]
+    assert (version_dir / "model.py").read_text() == PYTHON_MODEL_SOURCE.read_text()
+    config = parse((repo / MODEL_NAME / "config.pbtxt").read_text())
+    assert config.parameters["model_version"].string_value == "tiny0001"
+    assert config.parameters["onnx_file"].string_value == "model.onnx"
+    assert config.max_batch_size == 16
+
+
+def test_build_repo_replaces_an_earlier_build(tiny_model_dir: Path, tmp_path: Path) -> None:
+    build_repo("cpu-embedded", tiny_model_dir, tmp_path)
+    build_repo("cpu-onnx", tiny_model_dir, tmp_path)
+
+    assert sorted(p.name for p in (tmp_path / MODEL_NAME / "1").iterdir()) == ["model.onnx"]
+    assert parse((tmp_path / MODEL_NAME / "config.pbtxt").read_text()).backend == "onnxruntime"
+
+
+def test_build_repo_tensorrt_takes_the_plan(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "v1"}))
+    with pytest.raises(FileNotFoundError, match="build_engine"):
+        build_repo("gpu-tensorrt", model_dir, tmp_path / "repo")
+
+    plan = tmp_path / "engine.plan"
+    plan.write_bytes(b"plan")
+    repo = build_repo("gpu-tensorrt", model_dir, tmp_path / "repo", plan=plan)
+    assert (repo / MODEL_NAME / "1" / "model.plan").read_bytes() == b"plan"
+
+
+def test_build_repo_guards_sources(tiny_model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="overwrite sources"):
+        build_repo("cpu-onnx", tiny_model_dir, TRITON_MODELS_DIR)
+    inside = shutil.copytree(tiny_model_dir, tmp_path / MODEL_NAME / "trained")
+    with pytest.raises(ValueError, match="overwrite sources"):
+        build_repo("cpu-onnx", inside, tmp_path)
+    assert (inside / "card.json").is_file()
+
+
+def test_build_repo_needs_a_card(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"card\.json"):
+        build_repo("cpu-onnx", tmp_path, tmp_path / "repo")

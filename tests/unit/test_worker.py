@@ -1,0 +1,152 @@
+"""The whole worker loop over in-memory fakes: one output per input, bans, degradation, commits."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from schemas import DeadLetter, Verdict
+from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, tiny_decision_model
+from workers.config import Settings
+from workers.keyspace import Keyspace
+from workers.moderation import DeliveryFailed, ModerationWorker
+from workers.records import InMsg
+from workers.stages.score import ScoreCache, TextScorer
+from workers.stages.short_circuit import BanListCache
+from workers.textenc import TextEncoder
+
+KS = Keyspace("t:")
+
+
+def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
+    body = {
+        "post_id": pid,
+        "user_id": "u1",
+        "created_at": "2026-11-21T10:00:00Z",
+        "text": text,
+        "ip": "192.0.2.10",
+        "platform": "web",
+        **kw,
+    }
+    return json.dumps(body).encode()
+
+
+def msgs(*values: bytes | None) -> list[InMsg]:
+    return [InMsg("posts", 0, i, f"k{i}".encode(), v, 0.0) for i, v in enumerate(values)]
+
+
+@pytest.fixture
+def encoder(tokenizer_json: Path) -> TextEncoder:
+    return TextEncoder(tokenizer_json, 64)
+
+
+def make_worker(
+    encoder: TextEncoder,
+    batch: list[InMsg],
+    *,
+    store: FakeStore | None = None,
+    model: FakeTextModel | None = None,
+    sink: FakeSink | None = None,
+) -> ModerationWorker:
+    store = store or FakeStore(sets={KS.banned_domains: {"evil.com"}, KS.banned_ips: {"203.0.113.0/24"}})
+    model = model or FakeTextModel(encoder.tokenize(["cheap"])[0][1])
+    return ModerationWorker(
+        Settings(redis_prefix="t:"),
+        FakeSource([batch]),
+        sink or FakeSink(),
+        store,
+        TextScorer(encoder, model, sub_batch=2, max_in_flight=2, cache=ScoreCache(100)),
+        tiny_decision_model(),
+        BanListCache(store, KS, refresh_s=60),
+    )
+
+
+def verdicts(sink: FakeSink) -> dict[str, Verdict]:
+    return {v.post_id: v for v in (Verdict.model_validate_json(r[2]) for r in sink.records if r[0] == "verdicts")}
+
+
+async def test_every_input_gets_exactly_one_output_and_offsets_are_stored(encoder: TextEncoder) -> None:
+    batch = msgs(
+        event("ok1"),
+        event("spam1", "buy cheap pills"),
+        b"{broken",
+        event("ban1", "see hxxp://x.evil[.]com"),
+        event("ban2", ip="203.0.113.9"),
+        None,
+    )
+    w = make_worker(encoder, batch)
+    await w.handle(batch)
+    out = verdicts(w.sink)  # type: ignore[arg-type]
+    dlq = [r for r in w.sink.records if r[0] == "posts.dlq"]  # type: ignore[attr-defined]
+    assert len(out) + len(dlq) == len(batch)
+    assert out["spam1"].decision == "block" and out["ok1"].decision == "allow"
+    assert [r.code for r in out["ban1"].reasons] == ["banned_domain"] and out["ban1"].decision == "block"
+    assert out["ban2"].reasons[0].code == "banned_ip"
+    assert w.source.stored == {("posts", 0): len(batch)}  # type: ignore[attr-defined]
+    assert all(v.model_versions["text"] == "fake-1" for v in out.values())
+
+
+async def test_banned_posts_never_reach_the_text_model(encoder: TextEncoder) -> None:
+    batch = msgs(event("ban1", "cheap http://evil.com"), event("ban2", urls=["https://a.b.evil.com/p"]))
+    w = make_worker(encoder, batch)
+    await w.handle(batch)
+    assert w.scorer.model.batches == []  # type: ignore[attr-defined]
+    assert {v.decision for v in verdicts(w.sink).values()} == {"block"}  # type: ignore[arg-type]
+
+
+async def test_dead_letters_keep_original_bytes_and_provenance(encoder: TextEncoder) -> None:
+    batch = msgs(b'{"post_id": 3}')
+    w = make_worker(encoder, batch)
+    await w.handle(batch)
+    ((topic, key, value, headers),) = w.sink.records  # type: ignore[attr-defined]
+    dl = DeadLetter.from_record(value, headers)
+    assert (topic, key, dl.original, dl.topic, dl.offset) == ("posts.dlq", b"k0", b'{"post_id": 3}', "posts", 0)
+    assert dl.error_class == "ValidationError" and "post_id" in dl.error_message and dl.group
+
+
+async def test_text_model_outage_degrades_instead_of_failing(encoder: TextEncoder) -> None:
+    batch = msgs(event("a"), event("b", "cheap"))
+    w = make_worker(encoder, batch, model=FakeTextModel(0, fail=True))
+    await w.handle(batch)
+    out = verdicts(w.sink)  # type: ignore[arg-type]
+    assert len(out) == 2 and all(v.degraded and "text" not in v.stage_scores for v in out.values())
+    assert all(any(r.code == "degraded" for r in v.reasons) for v in out.values())
+
+
+async def test_redis_outage_degrades_instead_of_failing(encoder: TextEncoder) -> None:
+    batch = msgs(event("a"))
+    w = make_worker(encoder, batch, store=FakeStore(fail=True))
+    await w.handle(batch)
+    (v,) = verdicts(w.sink).values()  # type: ignore[arg-type]
+    assert v.degraded and "text" in v.stage_scores
+
+
+async def test_enrichment_is_one_round_trip_per_batch(encoder: TextEncoder) -> None:
+    batch = msgs(*(event(f"p{i}", f"text {i} https://site{i}.org/") for i in range(20)))
+    store = FakeStore()
+    w = make_worker(encoder, batch, store=store)
+    await w.handle(batch)
+    assert store.calls == 1
+
+
+async def test_undelivered_output_holds_back_the_commit(encoder: TextEncoder) -> None:
+    batch = msgs(event("a"), event("b"), event("c"))
+    w = make_worker(encoder, batch, sink=FakeSink(fail_tokens={1}))
+    with pytest.raises(DeliveryFailed):
+        await w.handle(batch)
+    assert w.source.stored == {("posts", 0): 1}  # type: ignore[attr-defined]
+
+
+async def test_run_drains_and_closes_on_stop(encoder: TextEncoder) -> None:
+    batch = msgs(event("a"))
+    w = make_worker(encoder, batch)
+    stop = asyncio.Event()
+
+    async def stop_soon() -> None:
+        while not w.sink.records:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    await asyncio.gather(w.run(stop), stop_soon())
+    assert w.source.closed and w.source.stored  # type: ignore[attr-defined]
