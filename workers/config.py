@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_prefix: str = "modstream:"
-    redis_timeout_ms: Annotated[int, Field(ge=1)] = 250
+    redis_timeout_ms: Annotated[int, Field(ge=1)] = 500
     banlist_refresh_s: Annotated[float, Field(gt=0)] = 5.0
 
     # Triton

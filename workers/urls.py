@@ -7,6 +7,7 @@ from tldextract's bundled public-suffix snapshot: never the network.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ class Link:
     subdomain_depth: int
 
 
+def _defang(text: str) -> str:
+    for pattern, repl in _DEFANG:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _normalise(raw: str) -> Link | None:
     s = raw.strip().rstrip(_TRAILING).replace("\\", "/")
     s = re.sub(r"^(https?)\s*:\s*/*", lambda m: m.group(1).lower() + "://", s, flags=re.I)
@@ -47,24 +54,34 @@ def _normalise(raw: str) -> Link | None:
         return None
     if not host or "." not in host:
         return None
-    ext = _EXTRACT(host)
-    domain = ext.top_domain_under_public_suffix or host
-    depth = len(ext.subdomain.split(".")) if ext.subdomain else 0
+    domain = registrable(host)
+    depth = host.count(".") - domain.count(".")
     path = parts.path or ""
     query = f"?{parts.query}" if parts.query else ""
-    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, ext.suffix, depth)
+    suffix = domain.partition(".")[2] if "." in domain and not domain[-1].isdigit() else ""
+    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, suffix, depth)
 
 
 def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
     """Explicit URLs first, then those found in the text; de-duplicated, order kept."""
-    for pattern, repl in _DEFANG:
-        text = pattern.sub(repl, text)
+    text = _defang(text)
     seen: dict[str, Link] = {}
-    for raw in [*explicit, *(m.group(0) for m in _URL.finditer(text))]:
+    for raw in [*map(_defang, explicit), *(m.group(0) for m in _URL.finditer(text))]:
         link = _normalise(raw)
         if link is not None and link.url not in seen:
             seen[link.url] = link
     return tuple(seen.values())
+
+
+@lru_cache(maxsize=65_536)
+def registrable(host: str) -> str:
+    """The registrable domain; for a suffix the list does not know, the last two labels; an IP as is."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    return _EXTRACT(host).top_domain_under_public_suffix or ".".join(host.split(".")[-2:])
 
 
 @lru_cache(maxsize=65_536)
@@ -74,12 +91,10 @@ def domain_candidates(host: str) -> tuple[str, ...]:
     ``a.b.evil.co.uk`` -> (a.b.evil.co.uk, b.evil.co.uk, evil.co.uk); the public
     suffix itself (co.uk) is never a candidate, so one ban cannot block a whole TLD.
     """
-    registrable = _EXTRACT(host).top_domain_under_public_suffix or host
-    labels = host.split(".")
+    labels, stop = host.split("."), registrable(host)
     out = []
     for i in range(len(labels)):
-        cand = ".".join(labels[i:])
-        out.append(cand)
-        if cand == registrable:
+        out.append(".".join(labels[i:]))
+        if out[-1] == stop:
             break
     return tuple(out)

@@ -25,12 +25,22 @@ def test_explicit_urls_come_first_and_duplicates_collapse() -> None:
     assert [lk.url for lk in links] == ["https://a.com/", "https://c.org", "https://b.com/x"]
 
 
+def test_explicit_urls_are_defanged_too() -> None:
+    (link,) = extract_links("", ["hxxps://a.b.evil[.]com/x"])
+    assert (link.host, link.domain, link.suffix, link.subdomain_depth) == ("a.b.evil.com", "evil.com", "com", 2)
+
+
 def test_plain_words_are_not_links() -> None:
     assert extract_links("e.g. this is fine. version 1.2 of file.txt") == ()
 
 
 def test_parent_domains_stop_at_the_public_suffix() -> None:
     assert domain_candidates("a.b.evil.co.uk") == ("a.b.evil.co.uk", "b.evil.co.uk", "evil.co.uk")
+
+
+def test_unknown_suffixes_and_ips_still_match_sensibly() -> None:
+    assert domain_candidates("promo.evil.example") == ("promo.evil.example", "evil.example")
+    assert domain_candidates("10.0.0.1") == ("10.0.0.1",)
 
 
 def test_ban_matches_parents_but_not_siblings() -> None:

@@ -1,0 +1,122 @@
+"""The moderation worker against the real broker, Redis and tritonserver (tiny model)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from modstream.demo import WorkerThread
+from modstream.replay import Collector, Record, produce_all
+from modstream.stack import Endpoints, create_topics
+from schemas import DeadLetter
+from tests.unit.fakes import tiny_decision_model
+from workers.config import Settings
+from workers.features import FEATURE_VERSION, FEATURES
+from workers.keyspace import Keyspace
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    bundle = tmp_path_factory.mktemp("bundle")
+    (bundle / "text").symlink_to(tiny_model_dir)
+    decision = bundle / "decision"
+    decision.mkdir()
+    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
+    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": "tiny",
+            "thresholds": {"block": 0.8, "allow": 0.2}}
+    (decision / "card.json").write_text(json.dumps(card))
+    return bundle
+
+
+@pytest.fixture
+def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
+    run = uuid.uuid4().hex[:8]
+    s = Settings(kafka_bootstrap=stack.kafka_bootstrap, redis_url=stack.redis_url,  # type: ignore[arg-type]
+                 triton_url=stack.triton_grpc, model_dir=model_bundle, redis_prefix=f"it:{run}:",
+                 group_id=f"it-{run}", input_topic=f"posts-{run}", output_topic=f"verdicts-{run}",
+                 dlq_topic=f"dlq-{run}", metrics_port=0, batch_max_wait_ms=20)
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
+    ks = Keyspace(s.redis_prefix)
+    r = redis.Redis.from_url(stack.redis_url)
+    r.sadd(ks.banned_domains, "evil.example")
+    r.sadd(ks.banned_ips, "203.0.113.0/24")
+    r.hset(ks.user("u1"), mapping={"created_at": "1700000000", "posts": "10", "spam_posts": "0"})
+    yield s
+    for key in r.scan_iter(match=f"{s.redis_prefix}*"):
+        r.delete(key)
+
+
+def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Record:
+    body = {"post_id": pid, "user_id": "u1", "created_at": "2026-11-21T10:00:00Z", "text": text,
+            "ip": "192.0.2.44", "platform": "web", **kw}
+    return Record(pid, json.dumps(body).encode(), None)
+
+
+def run_worker(settings: Settings, records: list[Record]) -> Collector:
+    collector = Collector(settings, f"collector-{settings.group_id}")
+    worker = WorkerThread(settings)
+    try:
+        produce_all(settings, records)
+        assert collector.wait_for([r.key for r in records], 90), "not every record got an outcome"
+    finally:
+        worker.close()
+        collector.close()
+    return collector
+
+
+def triton_inferences(stack: Endpoints) -> int:
+    with urllib.request.urlopen(f"http://{stack.triton_http}/v2/models/spam_text/stats", timeout=5) as resp:
+        stats = json.load(resp)["model_stats"][0]
+    return int(stats["inference_count"])
+
+
+def test_replay_gets_exactly_one_verdict_per_post(settings: Settings) -> None:
+    records = [post(f"p{i}", f"post number {i} with some words" + " buy" * (i % 7)) for i in range(120)]
+    out = run_worker(settings, records).outcomes
+    assert set(out.verdicts) == {r.key for r in records} and not out.dead_letters
+    v = out.verdicts["p1"]
+    assert v.model_versions["text"] == "tiny0001" and "text" in v.stage_scores and not v.degraded
+
+
+def test_banned_domain_and_ip_short_circuit_without_a_triton_call(settings: Settings, stack: Endpoints) -> None:
+    run_worker(settings, [post("warm")])  # the worker's first batch may race the ban-list load; warm up first
+    before = triton_inferences(stack)
+    records = [post("b1", "see http://promo.evil.example/x"), post("b2", urls=["hxxp://a.b.evil.example/"]),
+               post("b3", ip="203.0.113.77")]
+    out = run_worker(settings, records).outcomes
+    assert {k: out.verdicts[k].decision for k in ("b1", "b2", "b3")} == dict.fromkeys(("b1", "b2", "b3"), "block")
+    assert [r.code for r in out.verdicts["b1"].reasons] == ["banned_domain"]
+    assert [r.code for r in out.verdicts["b3"].reasons] == ["banned_ip"]
+    assert triton_inferences(stack) == before
+
+
+def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settings) -> None:
+    from confluent_kafka import Consumer
+
+    bad = [Record("bad-json", b"{nope", None), Record("bad-ip", post("x", ip="999.0.0.1").value, None),
+           Record("extra", post("y", surprise=1).value, None)]
+    out = run_worker(settings, [*bad, post("good")]).outcomes
+    assert out.dead_letters == {"bad-json", "bad-ip", "extra"} and set(out.verdicts) == {"good"}
+
+    consumer = Consumer({**settings.kafka_common(), "group.id": f"dlq-reader-{settings.group_id}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([settings.dlq_topic])
+    letters = {}
+    for _ in range(50):
+        for msg in consumer.consume(10, 0.5):
+            if not msg.error():
+                letters[msg.key().decode()] = DeadLetter.from_record(msg.value(), msg.headers() or [])
+        if len(letters) == 3:
+            break
+    consumer.close()
+    assert letters["bad-json"].original == b"{nope"
+    assert letters["bad-ip"].error_class == "ValidationError" and "ip" in letters["bad-ip"].error_message
+    assert all(dl.topic == settings.input_topic and dl.group == settings.group_id for dl in letters.values())
