@@ -19,8 +19,15 @@ from modstream.paths import cache_root
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_CODE = ("training/corpus.py", "training/textdata.py", "training/text_model.py")
-DECISION_CODE = ("training/simulator.py", "training/decision.py", "workers/features.py", "workers/urls.py",
-                 "workers/stages/enrich.py", "workers/stages/decide.py", "schemas/events.py")
+DECISION_CODE = (
+    "training/simulator.py",
+    "training/decision.py",
+    "workers/features.py",
+    "workers/urls.py",
+    "workers/stages/enrich.py",
+    "workers/stages/decide.py",
+    "schemas/events.py",
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +79,9 @@ def ensure_models(console: Console | None = None) -> Models:
         from training.textdata import spamassassin_splits
 
         splits = spamassassin_splits()
-        train_decision(splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out,
-                       text_version=text_version)
+        train_decision(
+            splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=text_version
+        )
 
     _build(decision_dir, build_decision, console, "decision model")
     bundle = root / "bundles" / f"{text_dir.name}-{decision_dir.name}"

@@ -19,7 +19,9 @@ DEFAULT_STATE = Path(".state/stack")
 
 
 @app.command()
-def schema(out: Annotated[Path | None, typer.Option(help="Write one <Model>.schema.json per model here")] = None) -> None:
+def schema(
+    out: Annotated[Path | None, typer.Option(help="Write one <Model>.schema.json per model here")] = None,
+) -> None:
     """Export the event contracts as JSON Schema."""
     from schemas import DeadLetter, FeedbackEvent, PostEvent, Verdict
 

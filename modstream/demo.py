@@ -91,8 +91,11 @@ def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list
         records.append(Record(post.event.post_id, post.event.model_dump_json().encode(), post.label))
     for i in range(n_banned):
         post = sim.posts(test, 1)[0]
-        update = ({"urls": [f"https://promo{i}.{banned_domains[i % len(banned_domains)]}/x"]} if i % 2 == 0
-                  else {"ip": f"203.0.113.{i % 250 + 1}"})
+        update = (
+            {"urls": [f"https://promo{i}.{banned_domains[i % len(banned_domains)]}/x"]}
+            if i % 2 == 0
+            else {"ip": f"203.0.113.{i % 250 + 1}"}
+        )
         event = post.event.model_copy(update=update)
         records.append(Record(event.post_id, event.model_dump_json().encode(), 1))
     records += [Record(f"malformed-{i}", MALFORMED[i % len(MALFORMED)], None) for i in range(n_bad)]
@@ -172,8 +175,10 @@ def run_demo(posts: int, console: Console, seed: int = 2026, state_dir: Path | N
             run = uuid.uuid4().hex[:8]
             settings = worker_settings(ep, models.bundle, run)
             ks = Keyspace(settings.redis_prefix)
-            create_topics(ep.kafka_bootstrap, {settings.input_topic: PARTITIONS, settings.output_topic: PARTITIONS,
-                                               settings.dlq_topic: 1})
+            create_topics(
+                ep.kafka_bootstrap,
+                {settings.input_topic: PARTITIONS, settings.output_topic: PARTITIONS, settings.dlq_topic: 1},
+            )
             try:
                 with console.status("building posts and seeding Redis with the simulated platform"):
                     warmup, replay = build_records(posts, seed, ks, ep.redis_url)

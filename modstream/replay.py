@@ -66,8 +66,15 @@ class Collector:
         self.settings = settings
         self.outcomes = Outcomes()
         self._stop = threading.Event()
-        self._consumer = Consumer({**settings.kafka_common(), "group.id": group, "auto.offset.reset": "earliest",
-                                   "session.timeout.ms": settings.session_timeout_ms, "enable.auto.commit": False})
+        self._consumer = Consumer(
+            {
+                **settings.kafka_common(),
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": settings.session_timeout_ms,
+                "enable.auto.commit": False,
+            }
+        )
         self._consumer.subscribe([settings.output_topic, settings.dlq_topic])
         self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
         self._thread.start()

@@ -18,7 +18,7 @@ import lightgbm as lgb
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from training.simulator import KS, Simulator, SimPost, World
+from training.simulator import KS, SimPost, Simulator, World
 from training.textdata import Example
 from workers.features import FEATURE_VERSION, FEATURES, assemble
 from workers.records import InMsg, Post
@@ -78,8 +78,9 @@ def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer) -> np.ndarr
     return feature_rows(posts, world, [probs[p.text] for p in posts])
 
 
-def choose_thresholds(y: np.ndarray, p: np.ndarray, block_precision: float = 0.99,
-                      allow_npv: float = 0.995) -> Thresholds:
+def choose_thresholds(
+    y: np.ndarray, p: np.ndarray, block_precision: float = 0.99, allow_npv: float = 0.995
+) -> Thresholds:
     """``block`` at the lowest score whose precision >= target; ``allow`` below the highest score
     whose negative predictive value >= target. Cuts fall only between distinct scores."""
     desc = np.argsort(-p, kind="stable")
@@ -131,17 +132,29 @@ def evaluate(y: np.ndarray, p: np.ndarray, th: Thresholds) -> Evaluation:
 def _degrade(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     x = x.copy()
     x[rng.random(len(x)) < DEGRADED_TEXT_SHARE, FEATURES.index("text_spam_prob")] = np.nan
-    history = [i for i, f in enumerate(FEATURES) if f.split("_", 1)[0] in ("user", "url", "domain", "ip")
-               and f not in ("url_count", "domain_subdomain_depth", "domain_risky_tld")]
+    history = [
+        i
+        for i, f in enumerate(FEATURES)
+        if f.split("_", 1)[0] in ("user", "url", "domain", "ip")
+        and f not in ("url_count", "domain_subdomain_depth", "domain_risky_tld")
+    ]
     rows = np.nonzero(rng.random(len(x)) < DEGRADED_REDIS_SHARE)[0]
     x[np.ix_(rows, history)] = np.nan
     return x
 
 
-def train_decision(val_texts: Sequence[Example], test_texts: Sequence[Example], scorer: Scorer, out: Path,
-                   *, n_posts: int = 24_000, seed: int = 11, text_version: str = "unknown") -> dict[str, object]:
+def train_decision(
+    val_texts: Sequence[Example],
+    test_texts: Sequence[Example],
+    scorer: Scorer,
+    out: Path,
+    *,
+    n_posts: int = 24_000,
+    seed: int = 11,
+    text_version: str = "unknown",
+) -> dict[str, object]:
     """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``."""
-    from training.plots import feature_importance, pr_curve, roc_curve
+    from training.plots import feature_importance, pr_curve, roc
 
     rng = np.random.default_rng(seed)
     sim = Simulator(seed, now=1.8e9, scale=n_posts // 8)
@@ -150,8 +163,11 @@ def train_decision(val_texts: Sequence[Example], test_texts: Sequence[Example], 
     train_ex = [e for e in val_texts if e.id not in valid_ids]
     valid_ex = [e for e in val_texts if e.id in valid_ids]
     parts = {}
-    for name, examples, n in (("train", train_ex, n_posts * 3 // 4), ("valid", valid_ex, n_posts // 4),
-                              ("test", test_texts, n_posts // 4)):
+    for name, examples, n in (
+        ("train", train_ex, n_posts * 3 // 4),
+        ("valid", valid_ex, n_posts // 4),
+        ("test", test_texts, n_posts // 4),
+    ):
         posts, y = to_posts(sim.posts(examples, n), sim.world)
         parts[name] = (scored_rows(posts, sim.world, scorer), y)
 
@@ -159,8 +175,9 @@ def train_decision(val_texts: Sequence[Example], test_texts: Sequence[Example], 
     xt = _degrade(xt, rng)
     dtrain = lgb.Dataset(xt, yt, feature_name=list(FEATURES), free_raw_data=False)
     dvalid = lgb.Dataset(xv, yv, reference=dtrain)
-    booster = lgb.train(PARAMS, dtrain, num_boost_round=2000, valid_sets=[dvalid],
-                        callbacks=[lgb.early_stopping(50, verbose=False)])
+    booster = lgb.train(
+        PARAMS, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
+    )
     pv = booster.predict(xv, num_iteration=booster.best_iteration)
     th = choose_thresholds(yv, np.asarray(pv))
     ps = np.asarray(booster.predict(xs, num_iteration=booster.best_iteration))
@@ -181,11 +198,15 @@ def train_decision(val_texts: Sequence[Example], test_texts: Sequence[Example], 
         "validation": evaluate(yv, np.asarray(pv), th).__dict__,
         "test": evaluate(ys, ps, th).__dict__,
         "importance_gain": dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
-        "simulator": {"seed": seed, "posts": n_posts, "degraded_text_share": DEGRADED_TEXT_SHARE,
-                      "degraded_redis_share": DEGRADED_REDIS_SHARE},
+        "simulator": {
+            "seed": seed,
+            "posts": n_posts,
+            "degraded_text_share": DEGRADED_TEXT_SHARE,
+            "degraded_redis_share": DEGRADED_REDIS_SHARE,
+        },
     }
     (out / "card.json").write_text(json.dumps(card, indent=2))
-    roc_curve(ys, ps, out / "roc.png", title="Decision model ROC (simulated test)")
+    roc(ys, ps, out / "roc.png", title="Decision model ROC (simulated test)")
     pr_curve(ys, ps, out / "pr_curve.png", title="Decision model precision/recall (simulated test)")
     feature_importance(list(FEATURES), gain, out / "importance.png", title="Decision model feature importance (gain)")
     return card

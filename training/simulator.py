@@ -89,45 +89,68 @@ class Simulator:
 
     def _user(self, kind: str) -> str:
         r, uid = self.rng, self._id("u")
-        age = {"normal": _lognormal(r, 600, 1.1), "new": r.uniform(0, 30), "bot": _lognormal(r, 20, 1.4),
-               "sleeper": _lognormal(r, 300, 1.1), "compromised": _lognormal(r, 500, 1.1)}[kind]
+        age = {
+            "normal": _lognormal(r, 600, 1.1),
+            "new": r.uniform(0, 30),
+            "bot": _lognormal(r, 20, 1.4),
+            "sleeper": _lognormal(r, 300, 1.1),
+            "compromised": _lognormal(r, 500, 1.1),
+        }[kind]
         rate = _lognormal(r, {"bot": 4, "sleeper": 0.8}.get(kind, 0.5), 1.1)
         posts = max(1, int(rate * max(age, 1)))
-        spam_rate = {"normal": r.beta(0.5, 60), "new": r.beta(0.5, 30), "bot": r.beta(1, 4),
-                     "sleeper": r.beta(0.5, 25), "compromised": r.beta(0.6, 20)}[kind]
+        spam_rate = {
+            "normal": r.beta(0.5, 60),
+            "new": r.beta(0.5, 30),
+            "bot": r.beta(1, 4),
+            "sleeper": r.beta(0.5, 25),
+            "compromised": r.beta(0.6, 20),
+        }[kind]
         social = {"normal": 150, "new": 8, "bot": 10, "sleeper": 90, "compromised": 120}[kind]
-        self._put(KS.user(uid), {
-            "created_at": self.now - age * DAY,
-            "friends": int(_lognormal(r, social, 1.1)),
-            "followers": int(_lognormal(r, social * 1.2, 1.4)),
-            "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "compromised": 0.05}.get(kind, 0.005)),
-            "posts": posts,
-            "spam_posts": r.binomial(posts, spam_rate),
-            "reports": r.poisson({"normal": 0.5, "new": 0.4, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind]),
-            "email_disposable": float(r.random() < {"new": 0.12, "bot": 0.3, "sleeper": 0.1}.get(kind, 0.04)),
-        }, known_p=0.92)
+        self._put(
+            KS.user(uid),
+            {
+                "created_at": self.now - age * DAY,
+                "friends": int(_lognormal(r, social, 1.1)),
+                "followers": int(_lognormal(r, social * 1.2, 1.4)),
+                "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "compromised": 0.05}.get(kind, 0.005)),
+                "posts": posts,
+                "spam_posts": r.binomial(posts, spam_rate),
+                "reports": r.poisson({"normal": 0.5, "new": 0.4, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind]),
+                "email_disposable": float(r.random() < {"new": 0.12, "bot": 0.3, "sleeper": 0.1}.get(kind, 0.04)),
+            },
+            known_p=0.92,
+        )
         return uid
 
     def _domain(self, spam: bool, i: int) -> str:
         r = self.rng
         tld = r.choice(SPAM_TLDS, p=SPAM_TLD_P) if spam else r.choice(HAM_TLDS, p=HAM_TLD_P)
         name = f"{'offer' if spam else 'site'}{i}{r.integers(100, 999)}.{tld}"
-        self._put(KS.domain(name), {
-            "created_at": self.now - (_lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)) * DAY,
-            "reputation": r.beta(3, 4) if spam else r.beta(5, 2),
-            "posts": int(_lognormal(r, 80 if spam else 300, 1.5)),
-            "reports": r.poisson(2.5 if spam else 0.8),
-        }, known_p=0.82 if spam else 0.9)
+        self._put(
+            KS.domain(name),
+            {
+                "created_at": self.now - (_lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)) * DAY,
+                "reputation": r.beta(3, 4) if spam else r.beta(5, 2),
+                "posts": int(_lognormal(r, 80 if spam else 300, 1.5)),
+                "reports": r.poisson(2.5 if spam else 0.8),
+            },
+            known_p=0.82 if spam else 0.9,
+        )
         return name
 
     def _ip(self, spam: bool) -> str:
         r = self.rng
-        ip = (f"{r.integers(5, 60)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}" if spam
-              else f"{r.integers(70, 220)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}")
+        ip = (
+            f"{r.integers(5, 60)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}"
+            if spam
+            else f"{r.integers(70, 220)}.{r.integers(0, 255)}.{r.integers(0, 255)}.{r.integers(1, 254)}"
+        )
         posts = int(_lognormal(r, 150 if spam else 25, 1.4)) + 1
-        self._put(KS.ip(ip), {"posts": posts,
-                              "spam_posts": r.binomial(posts, r.beta(1.5, 5) if spam else r.beta(0.5, 30))},
-                  known_p=0.9)
+        self._put(
+            KS.ip(ip),
+            {"posts": posts, "spam_posts": r.binomial(posts, r.beta(1.5, 5) if spam else r.beta(0.5, 30))},
+            known_p=0.9,
+        )
         return ip
 
     def _ban(self) -> None:
@@ -144,8 +167,11 @@ class Simulator:
         subs = ".".join(f"s{r.integers(0, 99)}" for _ in range(depth)) if spam else ".".join(["www"] * depth)
         host = f"{subs}.{domain}" if subs else domain
         url = f"https://{host}/p/{r.integers(0, 50)}"
-        self._put(KS.url(url), {"posts": int(_lognormal(r, 20 if spam else 5, 1.2)),
-                                "reports": r.poisson(2 if spam else 0.1)}, known_p=0.6)
+        self._put(
+            KS.url(url),
+            {"posts": int(_lognormal(r, 20 if spam else 5, 1.2)), "reports": r.poisson(2 if spam else 0.1)},
+            known_p=0.6,
+        )
         return url
 
     def _journey(self, kind: str) -> list[JourneyStep]:

@@ -30,8 +30,12 @@ def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     decision = bundle / "decision"
     decision.mkdir()
     tiny_decision_model().booster.save_model(str(decision / "model.txt"))
-    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": "tiny",
-            "thresholds": {"block": 0.8, "allow": 0.2}}
+    card = {
+        "features": list(FEATURES),
+        "feature_version": FEATURE_VERSION,
+        "version": "tiny",
+        "thresholds": {"block": 0.8, "allow": 0.2},
+    }
     (decision / "card.json").write_text(json.dumps(card))
     return bundle
 
@@ -39,10 +43,19 @@ def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
 @pytest.fixture
 def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
     run = uuid.uuid4().hex[:8]
-    s = Settings(kafka_bootstrap=stack.kafka_bootstrap, redis_url=stack.redis_url,  # type: ignore[arg-type]
-                 triton_url=stack.triton_grpc, model_dir=model_bundle, redis_prefix=f"it:{run}:",
-                 group_id=f"it-{run}", input_topic=f"posts-{run}", output_topic=f"verdicts-{run}",
-                 dlq_topic=f"dlq-{run}", metrics_port=0, batch_max_wait_ms=20)
+    s = Settings(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        redis_url=stack.redis_url,  # type: ignore[arg-type]
+        triton_url=stack.triton_grpc,
+        model_dir=model_bundle,
+        redis_prefix=f"it:{run}:",
+        group_id=f"it-{run}",
+        input_topic=f"posts-{run}",
+        output_topic=f"verdicts-{run}",
+        dlq_topic=f"dlq-{run}",
+        metrics_port=0,
+        batch_max_wait_ms=20,
+    )
     create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
     ks = Keyspace(s.redis_prefix)
     r = redis.Redis.from_url(stack.redis_url)
@@ -55,8 +68,15 @@ def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
 
 
 def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Record:
-    body = {"post_id": pid, "user_id": "u1", "created_at": "2026-11-21T10:00:00Z", "text": text,
-            "ip": "192.0.2.44", "platform": "web", **kw}
+    body = {
+        "post_id": pid,
+        "user_id": "u1",
+        "created_at": "2026-11-21T10:00:00Z",
+        "text": text,
+        "ip": "192.0.2.44",
+        "platform": "web",
+        **kw,
+    }
     return Record(pid, json.dumps(body).encode(), None)
 
 
@@ -89,8 +109,11 @@ def test_replay_gets_exactly_one_verdict_per_post(settings: Settings) -> None:
 def test_banned_domain_and_ip_short_circuit_without_a_triton_call(settings: Settings, stack: Endpoints) -> None:
     run_worker(settings, [post("warm")])  # the worker's first batch may race the ban-list load; warm up first
     before = triton_inferences(stack)
-    records = [post("b1", "see http://promo.evil.example/x"), post("b2", urls=["hxxp://a.b.evil.example/"]),
-               post("b3", ip="203.0.113.77")]
+    records = [
+        post("b1", "see http://promo.evil.example/x"),
+        post("b2", urls=["hxxp://a.b.evil.example/"]),
+        post("b3", ip="203.0.113.77"),
+    ]
     out = run_worker(settings, records).outcomes
     assert {k: out.verdicts[k].decision for k in ("b1", "b2", "b3")} == dict.fromkeys(("b1", "b2", "b3"), "block")
     assert [r.code for r in out.verdicts["b1"].reasons] == ["banned_domain"]
@@ -101,13 +124,17 @@ def test_banned_domain_and_ip_short_circuit_without_a_triton_call(settings: Sett
 def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settings) -> None:
     from confluent_kafka import Consumer
 
-    bad = [Record("bad-json", b"{nope", None), Record("bad-ip", post("x", ip="999.0.0.1").value, None),
-           Record("extra", post("y", surprise=1).value, None)]
+    bad = [
+        Record("bad-json", b"{nope", None),
+        Record("bad-ip", post("x", ip="999.0.0.1").value, None),
+        Record("extra", post("y", surprise=1).value, None),
+    ]
     out = run_worker(settings, [*bad, post("good")]).outcomes
     assert out.dead_letters == {"bad-json", "bad-ip", "extra"} and set(out.verdicts) == {"good"}
 
-    consumer = Consumer({**settings.kafka_common(), "group.id": f"dlq-reader-{settings.group_id}",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {**settings.kafka_common(), "group.id": f"dlq-reader-{settings.group_id}", "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe([settings.dlq_topic])
     letters = {}
     for _ in range(50):

@@ -61,8 +61,12 @@ def test_ratios_and_ages_come_from_the_hashes() -> None:
 
 def test_worker_refuses_a_model_with_another_feature_contract(tmp_path) -> None:  # type: ignore[no-untyped-def]
     tiny_decision_model().booster.save_model(str(tmp_path / "model.txt"))
-    card = {"features": [*FEATURES[:-1], "something_new"], "feature_version": "0123456789ab",
-            "thresholds": {"block": 0.9, "allow": 0.1}, "version": "x"}
+    card = {
+        "features": [*FEATURES[:-1], "something_new"],
+        "feature_version": "0123456789ab",
+        "thresholds": {"block": 0.9, "allow": 0.1},
+        "version": "x",
+    }
     (tmp_path / "card.json").write_text(json.dumps(card))
     with pytest.raises(ContractMismatch, match="does not match"):
         DecisionModel.load(tmp_path)

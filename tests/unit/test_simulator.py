@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from training.decision import feature_rows, to_posts
-from training.simulator import Simulator, SimPost
+from training.simulator import SimPost, Simulator
 from training.textdata import Example
 from workers.features import FEATURES
 

