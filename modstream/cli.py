@@ -74,6 +74,133 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command("train-text")
+def train_text(
+    data: Annotated[Path | None, typer.Option(help="CSV, JSONL or Parquet with text and label columns")] = None,
+    base: Annotated[str | None, typer.Option(help="Base checkpoint dir or hub id")] = None,
+    out: Annotated[Path, typer.Option(help="Output model dir")] = Path("out/text-model"),
+    epochs: Annotated[int | None, typer.Option(min=1)] = None,
+    max_length: Annotated[int | None, typer.Option(min=8, max=512)] = None,
+    seed: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
+    from training.text_model import train_text as train
+
+    overrides = {k: v for k, v in {"epochs": epochs, "max_length": max_length, "seed": seed}.items() if v is not None}
+    card = train(data=data, base=base, out=out, **overrides)
+    print(json.dumps(card, indent=2))
+
+
+@app.command("eval-text")
+def eval_text(
+    data: Annotated[Path, typer.Option(help="Labelled CSV, JSONL or Parquet")],
+    model: Annotated[Path | None, typer.Option(help="Model dir (default: the cached trained model)")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Evaluate the content model through the production ONNX path."""
+    from training.text_model import eval_text as evaluate
+
+    if model is None:
+        from modstream.artifacts import ensure_models
+
+        model = ensure_models(console).text
+    result = evaluate(data, model)
+    if as_json:
+        print(json.dumps(result))
+        return
+    for key, value in result.items():
+        console.print(f"{key:>10}: {value:.4f}" if isinstance(value, float) else f"{key:>10}: {value}")
+
+
+@app.command("train-decision")
+def train_decision(
+    text_model: Annotated[Path | None, typer.Option(help="Content model dir scoring the texts")] = None,
+    out: Annotated[Path, typer.Option(help="Output model dir")] = Path("out/decision-model"),
+    posts: Annotated[int, typer.Option(min=1000, help="Simulated posts")] = 24_000,
+    seed: int = 11,
+) -> None:
+    """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
+    from training.decision import train_decision as train
+    from training.text_model import onnx_spam_scores
+    from training.textdata import spamassassin_splits
+
+    if text_model is None:
+        from modstream.artifacts import ensure_models
+
+        text_model = ensure_models(console).text
+    model_dir = text_model
+    splits = spamassassin_splits()
+    version = json.loads((model_dir / "card.json").read_text())["version"]
+    card = train(
+        splits.val,
+        splits.test,
+        lambda texts: onnx_spam_scores(model_dir, texts),
+        out,
+        n_posts=posts,
+        seed=seed,
+        text_version=version,
+    )
+    print(json.dumps({k: card[k] for k in ("version", "thresholds", "validation", "test")}, indent=2))
+
+
+@app.command("build-repo")
+def build_repo(
+    target: Annotated[str, typer.Option(help="cpu-embedded | cpu-onnx | gpu-tensorrt")] = "cpu-embedded",
+    model: Annotated[Path | None, typer.Option(help="Content model dir (default: the cached trained model)")] = None,
+    out: Annotated[Path, typer.Option(help="Triton model repository to write")] = Path("build/triton_repo"),
+    max_batch_size: int = 64,
+    queue_delay_us: int = 2000,
+    instances: int = 1,
+    plan: Annotated[Path | None, typer.Option(help="gpu-tensorrt: the engine from build-engine")] = None,
+) -> None:
+    """Write a Triton model repository for the content model."""
+    from modstream.triton_repo import TARGETS
+    from modstream.triton_repo import build_repo as build
+
+    if target not in TARGETS:
+        raise typer.BadParameter(f"target must be one of {', '.join(TARGETS)}")
+    if model is None:
+        from modstream.artifacts import ensure_models
+
+        model = ensure_models(console).text
+    path = build(
+        target,
+        model,
+        out,
+        max_batch_size=max_batch_size,
+        max_queue_delay_us=queue_delay_us,
+        instances=instances,
+        plan=plan,
+    )
+    console.print(f"wrote {target} repository to {path}")
+
+
+@app.command("build-engine")
+def build_engine(
+    onnx: Annotated[Path, typer.Option(help="The fp32 ONNX model")],
+    out: Annotated[Path, typer.Option(help="Where model.plan and config.pbtxt go")] = Path("build/engine"),
+    min_batch: int = 1,
+    opt_batch: int = 32,
+    max_batch: int = 64,
+    min_seq: int = 8,
+    opt_seq: int = 64,
+    max_seq: int = 128,
+    int8: bool = False,
+    timing_cache: Path | None = None,
+) -> None:
+    """GPU only: build a TensorRT engine (FP16, optional INT8) with an optimization profile."""
+    from modstream.engine import EngineProfile, EngineUnavailable
+    from modstream.engine import build_engine as build
+
+    profile = EngineProfile(min_batch, opt_batch, max_batch, min_seq, opt_seq, max_seq)
+    try:
+        plan = build(onnx, out, profile, fp16=True, int8=int8, timing_cache=timing_cache)
+    except EngineUnavailable as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    console.print(f"wrote {plan}")
+
+
 @stack_app.command("up")
 def stack_up(
     state_dir: Path = DEFAULT_STATE,

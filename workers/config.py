@@ -51,7 +51,8 @@ class Settings(BaseSettings):
     triton_timeout_ms: Annotated[int, Field(ge=1)] = 2000
     triton_sub_batch: Annotated[int, Field(ge=1)] = 64
     triton_max_in_flight: Annotated[int, Field(ge=1)] = 4
-    max_tokens: Annotated[int, Field(ge=8, le=512)] = 128
+    # Tokens per text; None means the length the content model was trained with (its card).
+    max_tokens: Annotated[int, Field(ge=8, le=512)] | None = None
     text_cache_size: Annotated[int, Field(ge=0)] = 50_000
 
     # Models: a directory holding text/ (tokenizer.json, card.json) and decision/ (model.txt, card.json).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     decision = DecisionModel.load(settings.model_dir / "decision")  # fails fast on a contract mismatch
-    encoder = TextEncoder(settings.model_dir / "text" / "tokenizer.json", settings.max_tokens)
+    text_dir = settings.model_dir / "text"
+    max_tokens = settings.max_tokens or int(json.loads((text_dir / "card.json").read_text()).get("max_length", 128))
+    encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_ms / 1000)
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_ms / 1000)
     sink = KafkaSink(settings.producer_conf())
