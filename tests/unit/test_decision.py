@@ -75,6 +75,18 @@ def test_worker_refuses_a_model_with_another_feature_contract(tmp_path) -> None:
     assert DecisionModel.load(tmp_path).thresholds.block == 0.9
 
 
+def test_path_contributions_add_up_to_lightgbm_and_agree_with_shap() -> None:
+    model = tiny_decision_model()
+    rng = np.random.default_rng(1)
+    x = rng.random((300, len(FEATURES)))
+    x[rng.random(x.shape) < 0.2] = np.nan  # missing values take LightGBM's own default branches
+    prob, contrib = model.predict(x)
+    raw = model.booster.predict(x, raw_score=True)
+    assert np.allclose(prob, 1 / (1 + np.exp(-raw)), atol=1e-9)
+    shap = model.booster.predict(x, pred_contrib=True)[:, :-1]
+    assert np.mean(np.argmax(np.abs(contrib), 1) == np.argmax(np.abs(shap), 1)) > 0.9
+
+
 def test_reasons_are_the_top_three_contributions() -> None:
     row = np.zeros(len(FEATURES))
     contrib = np.zeros(len(FEATURES))

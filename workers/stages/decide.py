@@ -44,11 +44,45 @@ class Thresholds:
         return "allow" if prob < self.allow else "review"
 
 
+def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64], float]:
+    """Per (tree, leaf), each feature's share of the value change on the path from the root.
+
+    These are path (Saabas) attributions: like SHAP they add up exactly to the raw score,
+    but they cost one ``pred_leaf`` call and a table lookup, ~40x less than LightGBM's
+    ``pred_contrib`` (TreeSHAP, ~0.5-2 ms per row here: more than the text model).
+    Returns ``(table [total leaves, features], first row of each tree, bias)``.
+    """
+    n_features = booster.num_feature()
+    tables, offsets, bias, offset = [], [], 0.0, 0
+    for tree in booster.dump_model()["tree_info"]:
+        root, table = tree["tree_structure"], np.zeros((tree["num_leaves"], n_features))
+        if "split_index" not in root:  # a single-leaf tree only shifts the bias
+            bias += root["leaf_value"]
+        else:
+            bias += root["internal_value"]
+            stack = [(root, np.zeros(n_features))]
+            while stack:
+                node, acc = stack.pop()
+                for child in (node["left_child"], node["right_child"]):
+                    delta = acc.copy()
+                    value = child.get("internal_value", child.get("leaf_value"))
+                    delta[node["split_feature"]] += value - node["internal_value"]
+                    if "leaf_index" in child:
+                        table[child["leaf_index"]] = delta
+                    else:
+                        stack.append((child, delta))
+        tables.append(table)
+        offsets.append(offset)
+        offset += tree["num_leaves"]
+    return np.vstack(tables), np.array(offsets, dtype=np.int64), bias
+
+
 class DecisionModel:
     def __init__(self, booster: lgb.Booster, thresholds: Thresholds, version: str) -> None:
         self.booster = booster
         self.thresholds = thresholds
         self.version = version
+        self._table, self._offsets, self._bias = path_tables(booster)
 
     @classmethod
     def load(cls, directory: Path) -> DecisionModel:
@@ -58,10 +92,13 @@ class DecisionModel:
         return cls(booster, Thresholds(**card["thresholds"]), card["version"])
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """(spam probability, per-feature contributions) from one batched call."""
-        contrib = np.asarray(self.booster.predict(rows, pred_contrib=True))
-        raw = contrib.sum(axis=1)
-        return 1.0 / (1.0 + np.exp(-raw)), contrib[:, :-1]
+        """(spam probability, per-feature contributions to the raw score) for a batch."""
+        # One thread: the worker shares its cores with tokenisation and Triton, and
+        # OpenMP start-up costs more than it saves on a micro-batch.
+        leaves = np.asarray(self.booster.predict(rows, pred_leaf=True, num_threads=1), dtype=np.int64)
+        contrib: FloatArray = self._table[self._offsets + leaves.reshape(len(rows), -1)].sum(axis=1)
+        raw = self._bias + contrib.sum(axis=1)
+        return 1.0 / (1.0 + np.exp(-raw)), contrib
 
 
 def facts_of(post: Post) -> PostFacts:
