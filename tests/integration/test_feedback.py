@@ -1,0 +1,133 @@
+"""The feedback worker on the real broker and Redis: counters, a ban, and a dead letter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from pydantic import SecretStr
+
+from modstream.stack import Endpoints, create_topics
+from schemas import DeadLetter, FeedbackEvent
+from workers.config import Settings
+from workers.feedback import FeedbackSettings, run_feedback
+from workers.keyspace import Keyspace
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 20.0
+SPAM_URL = "https://promo.spam-feedback.xyz/win"
+SPAM_DOMAIN = "spam-feedback.xyz"
+IP = "203.0.113.7"
+
+
+def feedback(kind: str, actor: str, label: str = "spam") -> bytes:
+    event = FeedbackEvent.model_validate(
+        {
+            "kind": kind,
+            "post_id": "p1",
+            "user_id": "u1",
+            "actor_id": actor,
+            "label": label,
+            "urls": [SPAM_URL],
+            "ip": IP,
+            "created_at": datetime.now(UTC),
+        },
+        strict=False,
+    )
+    return event.model_dump_json().encode()
+
+
+async def until(check: Callable[[], Any], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+@pytest.fixture
+async def redis_client(stack: Endpoints) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(stack.redis_url, decode_responses=True, socket_timeout=2)
+    yield client
+    await client.aclose()
+
+
+async def test_feedback_updates_counters_bans_and_dead_letters(stack: Endpoints, redis_client: aioredis.Redis) -> None:
+    run_id = uuid.uuid4().hex[:8]
+    settings = Settings(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        redis_url=SecretStr(stack.redis_url),
+        redis_prefix=f"test-feedback-{run_id}:",
+        feedback_topic=f"feedback-{run_id}",
+        metrics_port=0,
+    )
+    dlq = f"{settings.feedback_topic}.dlq"
+    fb = FeedbackSettings(app_id=f"feedback-test-{run_id}", batch_max_wait_s=0.1)
+    ks = Keyspace(settings.redis_prefix)
+    create_topics(stack.kafka_bootstrap, {settings.feedback_topic: 1, dlq: 1})
+    await redis_client.hset(ks.domain(SPAM_DOMAIN), "reputation", 0.5)
+
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+    records = [
+        feedback("user_report", "reporter1"),
+        *(feedback("moderator_label", f"mod{i}") for i in range(3)),  # crosses the domain threshold (3)
+        b'{"kind": "user_report", "post_id": ',  # malformed
+        feedback("moderator_label", "mod9", label="ham"),  # counted in metrics only
+    ]
+    for i, value in enumerate(records):
+        producer.produce(settings.feedback_topic, value, key=f"k{i}".encode())
+    assert producer.flush(10) == 0
+
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_feedback(settings, fb, stop))
+    try:
+
+        async def banned() -> bool:
+            assert not worker.done(), worker.exception()
+            return bool(await redis_client.sismember(ks.banned_domains, SPAM_DOMAIN))
+
+        await until(banned, "the domain ban")
+        # The ban is applied with the batch that crossed the threshold; the rest may follow.
+        await until(
+            lambda: redis_client.hget(ks.url("https://promo.spam-feedback.xyz/win"), "reports"), "URL counters"
+        )
+        assert await redis_client.hgetall(ks.user("u1")) == {"reports": "1", "spam_posts": "3"}
+        assert await redis_client.hgetall(ks.url("https://promo.spam-feedback.xyz/win")) == {"reports": "4"}
+        domain = await redis_client.hgetall(ks.domain(SPAM_DOMAIN))
+        assert {k: domain[k] for k in ("reports", "spam_reports")} == {"reports": "4", "spam_reports": "3"}
+        assert float(domain["reputation"]) == pytest.approx(0.2)
+        assert await redis_client.hgetall(ks.ip(IP)) == {"spam_posts": "3"}
+        assert not await redis_client.sismember(ks.banned_ips, IP)  # 3 < 5 spam labels
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 15)
+        keys = [k async for k in redis_client.scan_iter(match=f"{settings.redis_prefix}*")]
+        if keys:
+            await redis_client.delete(*keys)
+
+    message = await asyncio.to_thread(first_record, stack.kafka_bootstrap, dlq)
+    assert message.value() == records[4]
+    assert message.key() == b"k4"
+    letter = DeadLetter.from_record(message.value(), message.headers() or [])
+    assert (letter.topic, letter.partition, letter.offset) == (settings.feedback_topic, 0, 4)
+    assert (letter.group, letter.error_class) == (fb.app_id, "ValidationError")
+
+
+def first_record(bootstrap: str, topic: str) -> Any:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        with contextlib.suppress(Exception):
+            message = consumer.poll(10)
+    finally:
+        consumer.close()
+    assert message is not None and message.error() is None
+    return message
