@@ -45,6 +45,15 @@ def worker(log_level: str = "INFO") -> None:
 
 
 @app.command()
+def feedback(log_level: str = "INFO") -> None:
+    """Run the feedback worker: reports and labels update reputation counters and ban lists."""
+    from workers.feedback import main
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    main()
+
+
+@app.command()
 def models() -> None:
     """Train (or reuse from the cache) the content and decision models; print their bundle dir."""
     from modstream.artifacts import ensure_models
@@ -72,6 +81,24 @@ def demo(
     console.print(f"  throughput {s.throughput_posts_per_s} posts/s, end-to-end p50 {s.p50_ms} ms, p99 {s.p99_ms} ms")
     if s.lost:
         raise typer.Exit(1)
+
+
+@app.command()
+def bench(
+    posts: Annotated[int, typer.Option(min=100, help="Posts per throughput phase")] = 2000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object")] = False,
+    out: Annotated[Path, typer.Option(help="Where bench.json and the PNG plots go")] = Path("out/bench"),
+) -> None:
+    """Measure model-only, Triton, pipeline, naive and short-circuit throughput, and latency."""
+    from modstream.bench import run_bench
+
+    result = run_bench(posts, out, console)
+    if as_json:
+        print(json.dumps(result.summary()))
+        return
+    for key, value in result.summary().items():
+        console.print(f"{key:>28}: {value}")
+    console.print(f"details and plots in {out}")
 
 
 @app.command("train-text")

@@ -151,7 +151,7 @@ def _triton_ready(http: str, models: tuple[str, ...]) -> bool:
     return _port_open(http) and all(_http_ok(url) for url in urls)
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes in a process group, from /proc."""
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -398,7 +398,7 @@ class LocalStack:
     @staticmethod
     def _running(service: Service) -> bool:
         # The group, not just the leader: tritonserver's Python stubs must be gone too.
-        return _is_ours(service) and bool(_group_members(service.pid))
+        return _is_ours(service) and bool(group_members(service.pid))
 
     def _signal(self, services: list[Service], sig: signal.Signals) -> None:
         for service in services:

@@ -7,8 +7,10 @@ The moderation worker picks the new bans up on its next ban-list refresh.
 
 Delivery is at-least-once: faust acks a batch only after the handler returns, and the
 handler only returns once Redis and the DLQ acknowledged it (transient failures are
-retried, never skipped). A redelivery after a crash may count a batch twice; the ban
-thresholds tolerate that, and bans themselves are idempotent set adds.
+retried, never skipped). A redelivery after a crash, or a retry after a Redis timeout,
+may count a batch twice; the ban thresholds tolerate that, and bans are idempotent set
+adds. One gap is faust's: a graceful stop cancels the agent and acks the batch in hand,
+so stopping while Redis is down can lose that batch (a SIGKILL would not).
 """
 
 from __future__ import annotations

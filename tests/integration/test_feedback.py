@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from pydantic import SecretStr
 
 from modstream.stack import Endpoints, create_topics
@@ -46,7 +46,7 @@ def feedback(kind: str, actor: str, label: str = "spam") -> bytes:
     return event.model_dump_json().encode()
 
 
-async def until(check: Callable[[], Any], what: str) -> None:
+async def until(check: Callable[[], Awaitable[Any]], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not await check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -70,7 +70,9 @@ async def test_feedback_updates_counters_bans_and_dead_letters(stack: Endpoints,
         metrics_port=0,
     )
     dlq = f"{settings.feedback_topic}.dlq"
-    fb = FeedbackSettings(app_id=f"feedback-test-{run_id}", batch_max_wait_s=0.1)
+    # A short session: Tansu starts generations at 0, and aiokafka sends no LeaveGroup from
+    # generation 0, so the restarted member waits out its predecessor's session.
+    fb = FeedbackSettings(app_id=f"feedback-test-{run_id}", batch_max_wait_s=0.1, session_timeout_s=3)
     ks = Keyspace(settings.redis_prefix)
     create_topics(stack.kafka_bootstrap, {settings.feedback_topic: 1, dlq: 1})
     await redis_client.hset(ks.domain(SPAM_DOMAIN), "reputation", 0.5)
@@ -86,47 +88,69 @@ async def test_feedback_updates_counters_bans_and_dead_letters(stack: Endpoints,
         producer.produce(settings.feedback_topic, value, key=f"k{i}".encode())
     assert producer.flush(10) == 0
 
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_feedback(settings, fb, stop))
     try:
+        async with running(settings, fb) as alive:
 
-        async def banned() -> bool:
-            assert not worker.done(), worker.exception()
-            return bool(await redis_client.sismember(ks.banned_domains, SPAM_DOMAIN))
+            async def banned() -> bool:
+                alive()
+                return bool(await redis_client.sismember(ks.banned_domains, SPAM_DOMAIN))
 
-        await until(banned, "the domain ban")
-        # The ban is applied with the batch that crossed the threshold; the rest may follow.
-        await until(
-            lambda: redis_client.hget(ks.url("https://promo.spam-feedback.xyz/win"), "reports"), "URL counters"
-        )
+            await until(banned, "the domain ban")
+            # The ban comes with the batch that crossed the threshold; later records may be a batch behind.
+            await until(lambda: redis_client.hget(ks.url(SPAM_URL), "reports"), "URL counters")
         assert await redis_client.hgetall(ks.user("u1")) == {"reports": "1", "spam_posts": "3"}
-        assert await redis_client.hgetall(ks.url("https://promo.spam-feedback.xyz/win")) == {"reports": "4"}
+        assert await redis_client.hgetall(ks.url(SPAM_URL)) == {"reports": "4"}
         domain = await redis_client.hgetall(ks.domain(SPAM_DOMAIN))
         assert {k: domain[k] for k in ("reports", "spam_reports")} == {"reports": "4", "spam_reports": "3"}
         assert float(domain["reputation"]) == pytest.approx(0.2)
         assert await redis_client.hgetall(ks.ip(IP)) == {"spam_posts": "3"}
         assert not await redis_client.sismember(ks.banned_ips, IP)  # 3 < 5 spam labels
+
+        # A restart resumes from the offsets committed on stop: nothing is counted twice.
+        producer.produce(settings.feedback_topic, feedback("moderator_label", "mod4"))
+        assert producer.flush(10) == 0
+        async with running(settings, fb) as alive:
+
+            async def fourth_label() -> bool:
+                alive()
+                return await redis_client.hget(ks.domain(SPAM_DOMAIN), "spam_reports") == "4"
+
+            await until(fourth_label, "the label produced after the restart")
+        assert await redis_client.hgetall(ks.user("u1")) == {"reports": "1", "spam_posts": "4"}
     finally:
-        stop.set()
-        await asyncio.wait_for(worker, 15)
         keys = [k async for k in redis_client.scan_iter(match=f"{settings.redis_prefix}*")]
         if keys:
             await redis_client.delete(*keys)
 
     message = await asyncio.to_thread(first_record, stack.kafka_bootstrap, dlq)
-    assert message.value() == records[4]
-    assert message.key() == b"k4"
+    assert (message.key(), message.value()) == (b"k4", records[4])
     letter = DeadLetter.from_record(message.value(), message.headers() or [])
     assert (letter.topic, letter.partition, letter.offset) == (settings.feedback_topic, 0, 4)
     assert (letter.group, letter.error_class) == (fb.app_id, "ValidationError")
 
 
-def first_record(bootstrap: str, topic: str) -> Any:
+@contextlib.asynccontextmanager
+async def running(settings: Settings, fb: FeedbackSettings) -> AsyncIterator[Callable[[], None]]:
+    """The worker in a task; yields a check that raises if it died. Stops it gracefully on exit."""
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_feedback(settings, fb, stop))
+
+    def alive() -> None:
+        if worker.done():
+            raise AssertionError(f"the feedback worker exited: {worker.exception()!r}")
+
+    try:
+        yield alive
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 15)
+
+
+def first_record(bootstrap: str, topic: str) -> Message:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     try:
-        with contextlib.suppress(Exception):
-            message = consumer.poll(10)
+        message = consumer.poll(10)
     finally:
         consumer.close()
     assert message is not None and message.error() is None

@@ -1,0 +1,358 @@
+"""``modstream bench``: the pipeline measured against the hardware limit, in one run.
+
+Every phase uses the same texts on the same machine:
+
+1. model-only   the serving ONNX model in-process, best batch size: the ceiling
+2. triton-only  the same model through Triton gRPC, several requests in flight
+3. pipeline     Kafka -> worker process -> Kafka on the embedded stack
+4. naive        one post per batch, one Triton request per post, a synchronous produce per verdict
+5. short-circuit posts with banned domains only
+6. latency      end-to-end p50/p99 at 50% of the measured pipeline maximum
+
+The text-score cache is off (every post is scored) except in the campaign lever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from rich.console import Console
+
+from modstream.artifacts import Models, ensure_models
+from modstream.demo import seed_redis
+from modstream.replay import Collector, Record, produce_all
+from modstream.stack import Endpoints, LocalStack, create_topics, group_members
+from modstream.triton_repo import build_repo
+from training.simulator import Simulator
+from training.textdata import spamassassin_splits
+from workers.adapters.triton import TritonTextModel
+from workers.config import Settings
+from workers.keyspace import Keyspace
+from workers.stages.score import ScoreCache, TextScorer
+from workers.textenc import TextEncoder, pad
+
+CLK = os.sysconf("SC_CLK_TCK")
+BATCH_SIZES = (1, 8, 16, 32, 64, 128)
+
+
+@dataclass
+class BenchResult:
+    posts: int
+    lost: int = 0
+    model_only_posts_per_s: float = 0.0
+    triton_posts_per_s: float = 0.0
+    pipeline_posts_per_s: float = 0.0
+    naive_posts_per_s: float = 0.0
+    short_circuit_posts_per_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    details: dict[str, object] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "details"}
+
+
+def cpu_seconds(pgid: int) -> float:
+    total = 0
+    for pid in group_members(pgid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime of this process
+    return total / CLK
+
+
+def redis_cpu_seconds(url: str) -> float:
+    import redis
+
+    info = redis.Redis.from_url(url).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+# -- 1. model only ------------------------------------------------------------------------------
+def model_only(models: Models, texts: Sequence[str], max_len: int, serving: str | None = None) -> dict[int, float]:
+    """posts/s per batch size, length-sorted batches padded to their own longest text."""
+    card = json.loads((models.text / "card.json").read_text())
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 2
+    sess = ort.InferenceSession(
+        str(models.text / (serving or card["serving_model"])), opts, providers=["CPUExecutionProvider"]
+    )
+    seqs = TextEncoder(models.text / "tokenizer.json", max_len).tokenize(texts)
+    seqs.sort(key=len)
+    out = {}
+    for bs in BATCH_SIZES:
+        batches = [pad(seqs[i : i + bs]) for i in range(0, len(seqs), bs)]
+        sess.run(["logits"], {"input_ids": batches[0][0], "attention_mask": batches[0][1]})
+        start = time.perf_counter()
+        for ids, mask in batches:
+            sess.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        out[bs] = len(seqs) / (time.perf_counter() - start)
+    return out
+
+
+# -- 2. triton only -----------------------------------------------------------------------------
+def triton_only(
+    ep: Endpoints, models: Models, texts: Sequence[str], max_len: int, in_flight: int, sub_batch: int = 64
+) -> float:
+    async def run() -> float:
+        model = TritonTextModel(ep.triton_grpc, "spam_text", 30)
+        scorer = TextScorer(
+            TextEncoder(models.text / "tokenizer.json", max_len), model, sub_batch, in_flight, ScoreCache(0)
+        )
+        await scorer.score(texts[:64])
+        start = time.perf_counter()
+        await scorer.score(texts)
+        rate = len(texts) / (time.perf_counter() - start)
+        await model.close()
+        return rate
+
+    return asyncio.run(run())
+
+
+# -- 3-6. through Kafka, with the worker in its own process -------------------------------------
+def worker_env(s: Settings) -> dict[str, str]:
+    env = {
+        "MODSTREAM_KAFKA_BOOTSTRAP": s.kafka_bootstrap,
+        "MODSTREAM_REDIS_URL": s.redis_url.get_secret_value(),
+        "MODSTREAM_TRITON_URL": s.triton_url,
+        "MODSTREAM_MODEL_DIR": str(s.model_dir),
+        "MODSTREAM_REDIS_PREFIX": s.redis_prefix,
+        "MODSTREAM_GROUP_ID": s.group_id,
+        "MODSTREAM_INPUT_TOPIC": s.input_topic,
+        "MODSTREAM_OUTPUT_TOPIC": s.output_topic,
+        "MODSTREAM_DLQ_TOPIC": s.dlq_topic,
+        "MODSTREAM_METRICS_PORT": "0",
+        "MODSTREAM_TEXT_CACHE_SIZE": str(s.text_cache_size),
+        "MODSTREAM_BATCH_MAX_SIZE": str(s.batch_max_size),
+        "MODSTREAM_TRITON_MAX_IN_FLIGHT": str(s.triton_max_in_flight),
+        "MODSTREAM_TRITON_SUB_BATCH": str(s.triton_sub_batch),
+    }
+    return {**os.environ, **env}
+
+
+@contextmanager
+def worker_process(s: Settings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "modstream.cli", "worker", "--log-level", "INFO"],
+            env=worker_env(s),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def relabel(records: Sequence[Record], prefix: str) -> list[Record]:
+    """Copies with new post ids: verdicts are keyed by post_id, so replays must not reuse one."""
+    out = []
+    for r in records:
+        event = json.loads(r.value)
+        event["post_id"] = f"{prefix}{event['post_id']}"
+        out.append(Record(event["post_id"], json.dumps(event).encode(), r.label))
+    return out
+
+
+@dataclass
+class Phase:
+    rate: float
+    lost: int
+    latencies_ms: list[float]
+    cpu_s: dict[str, float]
+
+
+class KafkaBench:
+    def __init__(self, ep: Endpoints, stack: LocalStack, models: Models, work: Path) -> None:
+        self.ep, self.stack, self.models, self.work = ep, stack, models, work
+        self.n = 0
+
+    def settings(self, **overrides: object) -> Settings:
+        self.n += 1
+        run = f"bench{self.n}-{os.getpid()}"
+        base: dict[str, object] = {
+            "kafka_bootstrap": self.ep.kafka_bootstrap,
+            "redis_url": self.ep.redis_url,
+            "triton_url": self.ep.triton_grpc,
+            "model_dir": self.models.bundle,
+            "redis_prefix": "modstream-bench:",
+            "group_id": run,
+            "input_topic": f"posts-{run}",
+            "output_topic": f"verdicts-{run}",
+            "dlq_topic": f"dlq-{run}",
+            "metrics_port": 0,
+            "text_cache_size": 0,
+        }
+        return Settings(**{**base, **overrides})  # type: ignore[arg-type]
+
+    def _cpu(self, worker_pid: int) -> dict[str, float]:
+        pids = {s.name: s.pid for s in self.stack.status().services if s.pid}
+        out = {name: cpu_seconds(pid) for name, pid in pids.items() if name != "redis"}
+        out["redis"] = redis_cpu_seconds(self.ep.redis_url)
+        out["worker"] = cpu_seconds(worker_pid)
+        return out
+
+    def run(self, records: Sequence[Record], rate: float | None = None, **overrides: object) -> Phase:
+        s = self.settings(**overrides)
+        create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1})
+        collector = Collector(s, f"collector-{s.group_id}")
+        warm = relabel(records[:16], "warm")
+        try:
+            with worker_process(s, self.work / "worker.log") as proc:
+                produce_all(s, warm)
+                if not collector.wait_for([r.key for r in warm], 120):
+                    raise RuntimeError(f"the worker never answered; see {self.work / 'worker.log'}")
+                before = self._cpu(proc.pid)
+                sent = produce_all(s, records, rate=rate)
+                collector.wait_for([r.key for r in records], 60 + len(records) / 20)
+                after = self._cpu(proc.pid)
+        finally:
+            collector.close()
+        out = collector.outcomes
+        keys = [r.key for r in records]
+        done = [k for k in keys if k in out.arrived]
+        span = max(out.arrived[k] for k in done) - min(sent.values()) if done else float("inf")
+        return Phase(
+            rate=len(done) / span,
+            lost=len(keys) - len(done),
+            latencies_ms=out.latencies_ms({k: sent[k] for k in keys}),
+            cpu_s={k: round(after[k] - before.get(k, 0.0), 3) for k in after},
+        )
+
+
+def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
+    """Held-out texts (each post its own text when possible) in simulated platform context."""
+    splits = spamassassin_splits()
+    texts = [*splits.test, *splits.val, *splits.train]
+    sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
+    seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)
+    domains = sorted(sim.world.banned_domains)
+    records = []
+    for i in range(n):
+        event = sim.post(texts[i % len(texts)]).event
+        if banned:
+            event = event.model_copy(update={"urls": [f"https://x{i}.{domains[i % len(domains)]}/p"], "text": "hi"})
+        records.append(Record(event.post_id, event.model_dump_json().encode(), None))
+    return records
+
+
+def plots(result: BenchResult, sweep: dict[int, float], latencies: list[float], out: Path) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.add_subplot()
+    names = ["model only", "triton only", "pipeline", "naive", "short-circuit"]
+    values = [
+        result.model_only_posts_per_s,
+        result.triton_posts_per_s,
+        result.pipeline_posts_per_s,
+        result.naive_posts_per_s,
+        result.short_circuit_posts_per_s,
+    ]
+    ax.barh(names[::-1], values[::-1], color=["#888", "#c44", "#4a4", "#48c", "#999"][::-1])
+    ax.set_xscale("log")
+    ax.set_xlabel("posts/s (log scale)")
+    for y, v in enumerate(values[::-1]):
+        ax.text(v, y, f" {v:,.0f}", va="center")
+    ax.set_title("Throughput by stage (2 cores, same texts)")
+    fig.tight_layout()
+    fig.savefig(out / "throughput.png", dpi=120)
+
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.add_subplot()
+    ax.hist(latencies, bins=50, color="#48c")
+    for q, c in ((50, "k"), (99, "r")):
+        v = float(np.percentile(latencies, q))
+        ax.axvline(v, color=c, linestyle="--", label=f"p{q} {v:.0f} ms")
+    ax.set_xlabel("end-to-end latency (ms), produce to verdict")
+    ax.set_ylabel("posts")
+    ax.set_title("Latency at 50% of the pipeline maximum")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "latency.png", dpi=120)
+
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.add_subplot()
+    ax.plot(list(sweep), list(sweep.values()), marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("posts/s")
+    ax.set_title("Model-only throughput by batch size (ONNX Runtime, length-sorted)")
+    fig.tight_layout()
+    fig.savefig(out / "batch_size.png", dpi=120)
+
+
+def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
+    out.mkdir(parents=True, exist_ok=True)
+    models = ensure_models(console)
+    card = json.loads((models.text / "card.json").read_text())
+    max_len = int(card.get("max_length", 128))
+    result = BenchResult(posts=posts)
+    d: dict[str, object] = {"serving_model": card["serving_model"], "max_length": max_len, "cpus": os.cpu_count()}
+    step = console.status
+    repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
+    stack = LocalStack(out / "stack", repo, console=console)
+    with stack as ep:
+        records = build_posts(posts, 7, ep.redis_url)
+        texts = [json.loads(r.value)["text"] for r in records]
+        with step("1/6 model only: batch-size sweep"):
+            sweep = model_only(models, texts, max_len)
+        result.model_only_posts_per_s = round(max(sweep.values()), 1)
+        d["model_only_by_batch"] = {str(k): round(v, 1) for k, v in sweep.items()}
+        if card["serving_model"] != "model.onnx" and (models.text / "model.onnx").exists():
+            with step("   lever: fp32 vs int8"):
+                fp32 = model_only(models, texts, max_len, "model.onnx")
+            d["model_only_fp32_posts_per_s"] = round(max(fp32.values()), 1)
+        with step("2/6 triton only"):
+            for inflight in (1, 4):
+                d[f"triton_in_flight_{inflight}"] = round(triton_only(ep, models, texts, max_len, inflight), 1)
+        result.triton_posts_per_s = float(d["triton_in_flight_4"])  # type: ignore[arg-type]
+        kb = KafkaBench(ep, stack, models, out)
+        with step("3/6 full pipeline"):
+            pipe = kb.run(records)
+        result.pipeline_posts_per_s = round(pipe.rate, 1)
+        d["pipeline_cpu_s"] = pipe.cpu_s
+        with step("4/6 naive baseline (one post at a time)"):
+            naive_n = min(posts, 300)
+            naive = kb.run(records[:naive_n], batch_max_size=1, triton_max_in_flight=1)
+        result.naive_posts_per_s = round(naive.rate, 1)
+        with step("5/6 short-circuit path"):
+            banned = build_posts(max(posts * 5, 10_000), 8, ep.redis_url, banned=True)
+            sc = kb.run(banned, batch_max_size=1000)
+        result.short_circuit_posts_per_s = round(sc.rate, 1)
+        d["short_circuit_cpu_s"] = sc.cpu_s
+        load = 0.5 * pipe.rate
+        with step(f"6/6 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
+            n_lat = int(load * latency_s)
+            lat_records = [r for i in range(0, n_lat, len(records)) for r in relabel(records, f"lat{i}-")][:n_lat]
+            lat = kb.run(lat_records, rate=load)
+        result.p50_ms = round(float(np.percentile(lat.latencies_ms, 50)), 1)
+        result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
+        d["latency_offered_posts_per_s"] = round(load, 1)
+        d["latency_cpu_s"] = lat.cpu_s
+        result.lost = pipe.lost + naive.lost + sc.lost + lat.lost
+        d["lost_by_phase"] = {"pipeline": pipe.lost, "naive": naive.lost, "short_circuit": sc.lost, "latency": lat.lost}
+        d["ratios"] = {
+            "pipeline_over_model_only": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
+            "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
+        }
+        result.details = d
+        plots(result, sweep, lat.latencies_ms, out)
+    (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d}, indent=2))
+    return result

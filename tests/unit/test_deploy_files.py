@@ -1,0 +1,133 @@
+"""The deployment files parse, hang together, and chart only metrics the workers export.
+
+No Docker engine is needed: compose, Prometheus and Grafana files are checked as data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.metrics import MetricWrapperBase
+
+import workers.feedback
+import workers.metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "modstream.json"
+# Sample names a metric type exposes beyond its base name.
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose() -> Any:
+    return load_yaml(ROOT / "docker-compose.yml")
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> Any:
+    return json.loads(DASHBOARD.read_text())
+
+
+def exported_series() -> set[str]:
+    """Every series name the moderation and feedback workers can expose."""
+    names = set()
+    for module in (workers.metrics, workers.feedback):
+        for metric in vars(module).values():
+            if isinstance(metric, MetricWrapperBase):
+                names |= {d.name + s for d in metric.describe() for s in SUFFIXES[d.type]}
+    return names
+
+
+def exprs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "expr" and isinstance(value, str):
+                yield value
+            else:
+                yield from exprs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from exprs(item)
+
+
+def test_dashboard_charts_only_exported_metrics(dashboard: Any) -> None:
+    referenced = {m for e in exprs(dashboard) for m in re.findall(r"\bmodstream_[a-z0-9_]+\b", e)}
+    assert referenced, "the dashboard charts no modstream metric"
+    assert referenced <= exported_series(), f"not exported: {sorted(referenced - exported_series())}"
+
+
+def test_dashboard_covers_every_worker_metric_and_triton(dashboard: Any) -> None:
+    text = " ".join(exprs(dashboard))
+    bases = {re.sub(r"_(total|bucket|sum|count)$", "", s) for s in exported_series()}
+    assert not [b for b in bases if b not in text], "metrics without a panel"
+    for triton in (
+        "nv_inference_request_success",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_infer_duration_us",
+    ):
+        assert triton in text
+
+
+def test_dashboard_panels_use_the_provisioned_datasource(dashboard: Any) -> None:
+    (source,) = load_yaml(DEPLOY / "grafana/provisioning/datasources/prometheus.yml")["datasources"]
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert {p["datasource"]["uid"] for p in panels} == {source["uid"]}
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_compose_stack_shape(compose: Any) -> None:
+    services = compose["services"]
+    assert {"kafka", "kafka-init", "redis", "triton", "worker", "feedback", "prometheus", "grafana"} <= set(services)
+    assert services["kafka"]["image"] == "apache/kafka:3.9.0"
+    assert services["worker"]["deploy"]["replicas"] == 2
+    assert services["worker"]["command"] == ["worker"] and services["feedback"]["command"] == ["feedback"]
+    (gpu,) = services["triton"]["deploy"]["resources"]["reservations"]["devices"]
+    assert gpu["driver"] == "nvidia"
+    assert "./build/triton_repo:/models:ro" in services["triton"]["volumes"]
+    init = services["kafka-init"]["command"][0]
+    topics = dict(re.findall(r"^\s*create (\S+) (\d+)$", init, re.M))
+    assert topics == {"posts": "12", "verdicts": "12", "posts.dlq": "3", "feedback": "3", "feedback.dlq": "1"}
+    for name in ("worker", "feedback"):
+        assert services[name]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
+        assert services[name]["environment"]["MODSTREAM_KAFKA_BOOTSTRAP"] == "kafka:9092"
+        assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile"
+    # Every mounted file or directory of ours exists.
+    for service in services.values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./") and not source.startswith("./build/"):
+                assert (ROOT / source).exists(), source
+
+
+def test_prometheus_scrapes_workers_and_triton() -> None:
+    jobs = {j["job_name"]: j for j in load_yaml(DEPLOY / "prometheus.yml")["scrape_configs"]}
+    for worker in ("modstream-worker", "modstream-feedback"):
+        assert jobs[worker]["dns_sd_configs"][0]["port"] == 9400
+    assert jobs["triton"]["static_configs"][0]["targets"] == ["triton:8002"]
+
+
+def test_grafana_provider_points_at_the_mounted_dashboards(compose: Any) -> None:
+    (provider,) = load_yaml(DEPLOY / "grafana/provisioning/dashboards/modstream.yml")["providers"]
+    mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"])
+    assert mounts["./deploy/grafana/dashboards"] == provider["options"]["path"]
+
+
+def test_dockerfile_installs_no_training_stack() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in dockerfile
+    assert 'ENTRYPOINT ["modstream"]' in dockerfile
+    assert re.search(r"^USER (?!root|0\b)", dockerfile, re.M)
+    install = next(line for line in dockerfile.splitlines() if "pip install" in line)
+    assert "[feedback]" in install and not re.search(r"train|torch|local|gpu", install)
