@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +26,7 @@ from typing import Annotated, Any, TypeVar
 import faust
 import redis.asyncio as aioredis
 from prometheus_client import Counter, Histogram
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from redis.exceptions import RedisError
 
@@ -36,7 +35,7 @@ from workers.adapters.kafka import KafkaSink
 from workers.clients import Sink
 from workers.config import Settings
 from workers.keyspace import Keyspace
-from workers.metrics import serve
+from workers.lifecycle import run_until_signalled
 from workers.records import Failure, InMsg
 from workers.reputation import (
     REPORTS,
@@ -51,7 +50,7 @@ from workers.reputation import (
     plan,
 )
 from workers.stages.publish import dead_letter
-from workers.stages.validate import _summary as summarise  # one error format for every DLQ
+from workers.stages.validate import parse as parse_records  # one error format for every DLQ
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,17 +109,8 @@ class FeedbackSettings(BaseSettings):
 
 
 def parse(msgs: Sequence[InMsg]) -> tuple[list[FeedbackEvent], list[Failure]]:
-    events: list[FeedbackEvent] = []
-    failures: list[Failure] = []
-    for msg in msgs:
-        if msg.value is None:
-            failures.append(Failure(msg, "EmptyRecord", "record has no value (tombstone?)"))
-            continue
-        try:
-            events.append(FeedbackEvent.model_validate_json(msg.value, strict=True))
-        except ValidationError as err:
-            failures.append(Failure(msg, "ValidationError", summarise(err)))
-    return events, failures
+    events, failures = parse_records(msgs, FeedbackEvent)
+    return [event for _, event in events], failures
 
 
 @dataclass
@@ -307,15 +297,7 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
 
 
 def main(settings: Settings | None = None, fb: FeedbackSettings | None = None) -> None:
-    """Entry point for ``modstream feedback``: metrics exporter, then run until SIGTERM/SIGINT."""
+    """Entry point for ``modstream feedback``."""
     settings = settings or Settings()
-    serve(settings.metrics_port)
-
-    async def _run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run_feedback(settings, fb or FeedbackSettings(), stop)
-
-    asyncio.run(_run())
+    fb_settings = fb or FeedbackSettings()
+    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings.metrics_port)

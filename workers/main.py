@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
 
 from workers.adapters.kafka import KafkaSink, KafkaSource
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.config import Settings
 from workers.keyspace import Keyspace
-from workers.metrics import serve
+from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
@@ -52,14 +51,6 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main(settings: Settings | None = None) -> None:
+    """Entry point for ``modstream worker``."""
     settings = settings or Settings()
-    serve(settings.metrics_port)
-
-    async def _run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run_moderation(settings, stop)
-
-    asyncio.run(_run())
+    run_until_signalled(lambda stop: run_moderation(settings, stop), settings.metrics_port)

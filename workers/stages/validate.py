@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from schemas import PostEvent
 from workers.records import Failure, InMsg, Post
@@ -12,6 +13,7 @@ from workers.textenc import post_text
 from workers.urls import extract_links
 
 STAGE = "validate"
+M = TypeVar("M", bound=BaseModel)
 
 
 def _summary(err: ValidationError) -> str:
@@ -21,19 +23,30 @@ def _summary(err: ValidationError) -> str:
     return "; ".join(parts) + more
 
 
-def validate(msgs: Sequence[InMsg]) -> tuple[list[Post], list[Failure]]:
-    posts: list[Post] = []
+def parse(msgs: Sequence[InMsg], model: type[M]) -> tuple[list[tuple[InMsg, M]], list[Failure]]:
+    """Strictly parse each record as ``model``; whatever fails becomes a Failure value."""
+    oks: list[tuple[InMsg, M]] = []
     failures: list[Failure] = []
     for msg in msgs:
         if msg.value is None:
             failures.append(Failure(msg, "EmptyRecord", "record has no value (tombstone?)"))
             continue
         try:
-            event = PostEvent.model_validate_json(msg.value, strict=True)
+            oks.append((msg, model.model_validate_json(msg.value, strict=True)))
         except ValidationError as err:
             failures.append(Failure(msg, "ValidationError", _summary(err)))
-            continue
-        text = post_text(event.text, event.link_text, event.media_text)
-        links = extract_links(" ".join((event.text, event.link_text or "")), event.urls)
-        posts.append(Post(msg, event, links, text))
+    return oks, failures
+
+
+def validate(msgs: Sequence[InMsg]) -> tuple[list[Post], list[Failure]]:
+    events, failures = parse(msgs, PostEvent)
+    posts = [
+        Post(
+            msg,
+            event,
+            extract_links(" ".join((event.text, event.link_text or "")), event.urls),
+            post_text(event.text, event.link_text, event.media_text),
+        )
+        for msg, event in events
+    ]
     return posts, failures
