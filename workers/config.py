@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     triton_timeout_ms: Annotated[int, Field(ge=1)] = 2000
     triton_sub_batch: Annotated[int, Field(ge=1)] = 64
     triton_max_in_flight: Annotated[int, Field(ge=1)] = 4
+    # Round padded widths up to a multiple of this: 1 for the ragged python backend, ~16 on GPU.
+    triton_pad_multiple: Annotated[int, Field(ge=1, le=512)] = 1
     # Tokens per text; None means the length the content model was trained with (its card).
     max_tokens: Annotated[int, Field(ge=8, le=512)] | None = None
     text_cache_size: Annotated[int, Field(ge=0)] = 50_000

@@ -38,6 +38,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             settings.triton_sub_batch,
             settings.triton_max_in_flight,
             ScoreCache(settings.text_cache_size),
+            settings.triton_pad_multiple,
         )
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
         source = KafkaSource(settings.consumer_conf(), [settings.input_topic])

@@ -23,9 +23,14 @@ def post_text(text: str, link_text: str | None = None, media_text: str | None = 
     return " \n ".join(p for p in parts if p)
 
 
-def pad(seqs: Sequence[Sequence[int]]) -> tuple[IntArray, IntArray]:
-    """``(input_ids, attention_mask)``, both int64 ``[batch, longest]``."""
-    width = max((len(s) for s in seqs), default=1)
+def pad(seqs: Sequence[Sequence[int]], multiple: int = 1) -> tuple[IntArray, IntArray]:
+    """``(input_ids, attention_mask)``, both int64 ``[batch, longest]``, the width rounded up to ``multiple``.
+
+    Triton's dynamic batcher only merges requests of one shape unless the model takes
+    ragged input (our python backend does; the onnxruntime and TensorRT backends don't),
+    so GPU deployments round widths to a few buckets.
+    """
+    width = -(-max((len(s) for s in seqs), default=1) // multiple) * multiple
     ids = np.zeros((len(seqs), width), dtype=np.int64)
     mask = np.zeros((len(seqs), width), dtype=np.int64)
     for i, s in enumerate(seqs):

@@ -150,3 +150,11 @@ async def test_run_drains_and_closes_on_stop(encoder: TextEncoder) -> None:
 
     await asyncio.gather(w.run(stop), stop_soon())
     assert w.source.closed and w.source.stored  # type: ignore[attr-defined]
+
+
+def test_padding_rounds_widths_up_to_the_multiple() -> None:
+    from workers.textenc import pad
+
+    ids, mask = pad([[1, 2, 3], [4]], multiple=16)
+    assert ids.shape == mask.shape == (2, 16) and mask.sum() == 4
+    assert pad([[1, 2, 3]])[0].shape == (1, 3)

@@ -56,9 +56,16 @@ def spam_prob(logits: FloatArray) -> FloatArray:
 
 class TextScorer:
     def __init__(
-        self, encoder: TextEncoder, model: TextModel, sub_batch: int, max_in_flight: int, cache: ScoreCache
+        self,
+        encoder: TextEncoder,
+        model: TextModel,
+        sub_batch: int,
+        max_in_flight: int,
+        cache: ScoreCache,
+        pad_multiple: int = 1,
     ) -> None:
         self.encoder = encoder
+        self.pad_multiple = pad_multiple
         self.model = model
         self.sub_batch = sub_batch
         self.cache = cache
@@ -66,7 +73,7 @@ class TextScorer:
 
     async def _infer(self, seqs: list[list[int]]) -> FloatArray:
         async with self._slots:
-            return spam_prob(await self.model.logits(*pad(seqs)))
+            return spam_prob(await self.model.logits(*pad(seqs, self.pad_multiple)))
 
     async def score(self, texts: Sequence[str]) -> list[float]:
         """Spam probability per text. Raises when the model is unreachable or too slow."""
