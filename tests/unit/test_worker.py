@@ -158,3 +158,13 @@ def test_padding_rounds_widths_up_to_the_multiple() -> None:
     ids, mask = pad([[1, 2, 3], [4]], multiple=16)
     assert ids.shape == mask.shape == (2, 16) and mask.sum() == 4
     assert pad([[1, 2, 3]])[0].shape == (1, 3)
+
+
+async def test_repeated_texts_are_scored_once(encoder: TextEncoder) -> None:
+    model = FakeTextModel(encoder.tokenize(["cheap"])[0][1])
+    scorer = TextScorer(encoder, model, sub_batch=8, max_in_flight=2, cache=ScoreCache(100))
+    first = await scorer.score(["Buy CHEAP  pills", "hello", "buy cheap pills"])
+    assert first[0] == first[2] > 0.9 > first[1]
+    assert sum(shape[0] for shape in model.batches) == 2  # the campaign duplicate was not re-scored
+    await scorer.score(["buy cheap pills"])
+    assert len(model.batches) == 1  # served from the cache

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from workers.clients import TextModel
+from workers.metrics import CACHE_HITS
 from workers.textenc import TextEncoder, pad
 
 STAGE = "score"
@@ -79,6 +80,7 @@ class TextScorer:
         """Spam probability per text. Raises when the model is unreachable or too slow."""
         keys = [text_key(t) for t in texts]
         known = {k: v for k in keys if (v := self.cache.get(k)) is not None}
+        CACHE_HITS.inc(len(known))
         missing = list({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
         if missing:
             seqs = self.encoder.tokenize([t for _, t in missing])
