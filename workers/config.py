@@ -48,7 +48,8 @@ class Settings(BaseSettings):
     # Triton
     triton_url: str = "127.0.0.1:8001"
     triton_model: str = "spam_text"
-    triton_timeout_ms: Annotated[int, Field(ge=1)] = 2000
+    # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
+    triton_timeout_ms: Annotated[int, Field(ge=1)] = 5000
     triton_sub_batch: Annotated[int, Field(ge=1)] = 64
     triton_max_in_flight: Annotated[int, Field(ge=1)] = 4
     # Round padded widths up to a multiple of this: 1 for the ragged python backend, ~16 on GPU.

@@ -83,7 +83,9 @@ class TextScorer:
         CACHE_HITS.inc(len(known))
         missing = list({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
         if missing:
-            seqs = self.encoder.tokenize([t for _, t in missing])
+            # In a thread: the Rust tokenizer releases the GIL, so the event loop keeps
+            # serving Redis replies and Triton responses instead of stalling past their timeouts.
+            seqs = await asyncio.to_thread(self.encoder.tokenize, [t for _, t in missing])
             order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
             chunks = [order[s : s + self.sub_batch] for s in range(0, len(order), self.sub_batch)]
             results = await asyncio.gather(*(self._infer([seqs[j] for j in c]) for c in chunks))
