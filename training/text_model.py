@@ -55,7 +55,7 @@ from transformers import (
 
 from training import plots
 from training.corpus import load_spamassassin
-from training.textdata import Splits, data_hash, load_labeled, split
+from training.textdata import LABEL_NAMES, Splits, data_hash, load_labeled, split
 from workers.textenc import TextEncoder
 
 FloatArray = npt.NDArray[np.float32]
@@ -148,7 +148,6 @@ def minilm_distilbert() -> DistilBertForSequenceClassification:
         hidden_dim=1536,
         max_position_embeddings=512,
         activation="gelu",
-        num_labels=2,
     )
     model = DistilBertForSequenceClassification(config)
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -166,17 +165,19 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return False
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    answered = threading.Event()
+    answered = [False]
 
     def probe() -> None:
         try:
             with urllib.request.urlopen(f"{endpoint}/api/models/{HUB_BASE}", timeout=timeout):
-                answered.set()
+                answered[0] = True
         except OSError:
             pass
 
-    threading.Thread(target=probe, daemon=True).start()
-    return answered.wait(timeout)
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)  # returns as soon as the probe fails, e.g. on an instant DNS error
+    return answered[0]
 
 
 def _from_pretrained(base: str) -> BaseModel:
@@ -187,12 +188,19 @@ def _from_pretrained(base: str) -> BaseModel:
 
 
 def init_model(base: str | None = None) -> BaseModel:
-    """The model to fine-tune, with its tokenizer.
+    """The model to fine-tune, with its tokenizer; labels are named ham (0) and spam (1).
 
     ``base``: a local HF directory or hub id (DistilBERT), ``"minilm"`` for the
     offline MiniLM initialisation, or ``None``: ``distilbert-base-uncased`` when the
     hub is reachable, else MiniLM.
     """
+    init = _init_model(base)
+    init.model.config.id2label = dict(LABEL_NAMES)
+    init.model.config.label2id = {name: label for label, name in LABEL_NAMES.items()}
+    return init
+
+
+def _init_model(base: str | None) -> BaseModel:
     if base is None:
         if _hub_reachable():
             try:
@@ -254,7 +262,8 @@ class Encoded:
 def _softmax_spam(logits: npt.NDArray[np.floating[Any]]) -> FloatArray:
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
-    return (e[:, 1] / e.sum(axis=1)).astype(np.float32)
+    spam: FloatArray = (e[:, 1] / e.sum(axis=1)).astype(np.float32)
+    return spam
 
 
 def _progress(transient: bool = False, disable: bool = False) -> Progress:

@@ -10,7 +10,15 @@ import pytest
 import torch
 from transformers import BertModel, DistilBertConfig, DistilBertForSequenceClassification
 
-from training.text_model import export_onnx, minilm_dir, minilm_distilbert, quantize_int8, session
+from training.text_model import (
+    MINILM_NAME,
+    export_onnx,
+    init_model,
+    minilm_dir,
+    minilm_distilbert,
+    quantize_int8,
+    session,
+)
 from workers.textenc import TextEncoder
 
 TEXTS = [
@@ -96,3 +104,16 @@ def test_minilm_maps_onto_distilbert(encoder: TextEncoder) -> None:
         actual = distil.distilbert(input_ids=ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
     assert (expected - actual)[real].abs().max().item() < 1e-4
+
+
+def test_offline_init_falls_back_to_minilm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    init = init_model(None)
+    assert init.name == MINILM_NAME
+    assert init.model.config.model_type == "distilbert"
+    assert init.model.config.id2label == {0: "ham", 1: "spam"}
+
+
+def test_non_distilbert_base_is_rejected() -> None:
+    with pytest.raises(ValueError, match="must be DistilBERT"):
+        init_model(str(minilm_dir()))  # a BERT checkpoint
