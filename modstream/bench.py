@@ -147,7 +147,7 @@ def worker_env(s: Settings) -> dict[str, str]:
 def worker_process(s: Settings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "modstream.cli", "worker", "--log-level", "INFO"],
+            [sys.executable, "-m", "modstream.cli", "worker", "--log-level", "WARNING"],
             env=worker_env(s),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -39,16 +39,24 @@ def pad(seqs: Sequence[Sequence[int]], multiple: int = 1) -> tuple[IntArray, Int
     return ids, mask
 
 
+# Characters kept per token of max_length before tokenising. Truncation keeps the head,
+# but the tokenizer would still process a whole 4,000-character e-mail; 12 chars per
+# token covers the head with a wide margin (identical ids at 8 on the whole corpus) and
+# halves tokenisation CPU, the worker's largest cost.
+CHARS_PER_TOKEN = 12
+
+
 class TextEncoder:
     def __init__(self, tokenizer_json: Path, max_length: int) -> None:
         self.max_length = max_length
+        self.max_chars = max_length * CHARS_PER_TOKEN
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_padding()
         self._tok.enable_truncation(max_length=max_length)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, truncated, unpadded (the Rust side runs the batch in parallel)."""
-        return [e.ids for e in self._tok.encode_batch(list(texts))]
+        return [e.ids for e in self._tok.encode_batch([t[: self.max_chars] for t in texts])]
 
     def encode(self, texts: Sequence[str]) -> tuple[IntArray, IntArray]:
         """Tokenise and pad one batch to its longest sequence."""

@@ -168,3 +168,14 @@ async def test_repeated_texts_are_scored_once(encoder: TextEncoder) -> None:
     assert sum(shape[0] for shape in model.batches) == 2  # the campaign duplicate was not re-scored
     await scorer.score(["buy cheap pills"])
     assert len(model.batches) == 1  # served from the cache
+
+
+def test_cutting_long_texts_before_tokenizing_keeps_the_same_ids(tokenizer_json: Path) -> None:
+    from tokenizers import Tokenizer
+
+    enc = TextEncoder(tokenizer_json, 16)
+    reference = Tokenizer.from_file(str(tokenizer_json))
+    reference.no_padding()
+    reference.enable_truncation(max_length=16)
+    texts = ["Subject: cheap meds " + "buy now and save big on everything you need " * 100, "short"]
+    assert enc.tokenize(texts) == [e.ids for e in reference.encode_batch(texts)]

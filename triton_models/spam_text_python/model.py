@@ -58,6 +58,9 @@ class TritonPythonModel:
         options.intra_op_num_threads = int(_parameter(config, "intra_op_threads", "0"))
         # Triton runs the instances in parallel; ORT's own inter-op pool would oversubscribe the cores.
         options.inter_op_num_threads = 1
+        # Idle ORT threads spin by default; on a shared CPU that spinning starves the worker
+        # and Triton's own threads. Measured in docs/PERFORMANCE.md.
+        options.add_session_config_entry("session.intra_op.allow_spinning", _parameter(config, "ort_spinning", "0"))
         self.session = ort.InferenceSession(
             str(version_dir / _parameter(config, "onnx_file", "model.onnx")),
             sess_options=options,
