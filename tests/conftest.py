@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from modstream.stack import Endpoints, LocalStack
 from modstream.triton_repo import INPUT_NAMES, build_repo
@@ -59,6 +60,18 @@ def write_tiny_onnx(path: Path) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8  # readable by every onnxruntime the stack may run
     save(model, str(path))
+
+
+def first_record(bootstrap: str, topic: str) -> Message:
+    """The first record of partition 0, read by assignment (no group join to wait for)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        message = consumer.poll(10)
+    finally:
+        consumer.close()
+    assert message is not None and message.error() is None
+    return message
 
 
 def minilm_tokenizer() -> Path:

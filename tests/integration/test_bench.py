@@ -15,6 +15,15 @@ def test_bench_smoke(tmp_path: Path) -> None:
     result = run_bench(100, tmp_path, Console(stderr=True), latency_s=2)
     assert result.lost == 0
     saved = json.loads((tmp_path / "bench.json").read_text())
-    assert {"model_only_posts_per_s", "triton_posts_per_s", "pipeline_posts_per_s", "naive_posts_per_s",
-            "short_circuit_posts_per_s", "p50_ms", "p99_ms", "posts", "lost"} <= saved.keys()
+    assert {
+        "model_only_posts_per_s",
+        "triton_posts_per_s",
+        "pipeline_posts_per_s",
+        "naive_posts_per_s",
+        "short_circuit_posts_per_s",
+        "p50_ms",
+        "p99_ms",
+        "posts",
+        "lost",
+    } <= saved.keys()
     assert all((tmp_path / f).exists() for f in ("throughput.png", "latency.png", "batch_size.png"))

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Producer
 from pydantic import SecretStr
 
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, FeedbackEvent
+from tests.conftest import first_record
 from workers.config import Settings
 from workers.feedback import FeedbackSettings, run_feedback
 from workers.keyspace import Keyspace
@@ -144,14 +145,3 @@ async def running(settings: Settings, fb: FeedbackSettings) -> AsyncIterator[Cal
     finally:
         stop.set()
         await asyncio.wait_for(worker, 15)
-
-
-def first_record(bootstrap: str, topic: str) -> Message:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    try:
-        message = consumer.poll(10)
-    finally:
-        consumer.close()
-    assert message is not None and message.error() is None
-    return message

@@ -10,11 +10,12 @@ import numpy.typing as npt
 import pytest
 import redis
 import tritonclient.grpc as grpcclient
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from tritonclient.utils import InferenceServerException
 
 from modstream.stack import Endpoints, create_topics
 from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
+from tests.conftest import first_record
 
 pytestmark = pytest.mark.integration
 
@@ -31,14 +32,7 @@ def test_broker_round_trip(stack: Endpoints) -> None:
     producer.produce(topic, key=b"k", value=b"hello", partition=0)
     assert producer.flush(10) == 0
 
-    # assign, not subscribe: no group join to wait for
-    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": "stack-test"})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    try:
-        message = consumer.poll(10)
-    finally:
-        consumer.close()
-    assert message is not None and message.error() is None
+    message = first_record(stack.kafka_bootstrap, topic)
     assert (message.key(), message.value()) == (b"k", b"hello")
 
 
