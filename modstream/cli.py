@@ -175,13 +175,15 @@ def build_repo(
     target: Annotated[str, typer.Option(help="cpu-embedded | cpu-onnx | gpu-tensorrt")] = "cpu-embedded",
     model: Annotated[Path | None, typer.Option(help="Content model dir (default: the cached trained model)")] = None,
     out: Annotated[Path, typer.Option(help="Triton model repository to write")] = Path("build/triton_repo"),
-    max_batch_size: int = 64,
-    queue_delay_us: int = 2000,
-    instances: int = 1,
+    max_batch_size: Annotated[int | None, typer.Option(help="Default: the target's measured default")] = None,
+    queue_delay_us: Annotated[int | None, typer.Option(help="Default: the target's")] = None,
+    instances: Annotated[int | None, typer.Option(help="Default: one per core on CPU, 1 on GPU")] = None,
     plan: Annotated[Path | None, typer.Option(help="gpu-tensorrt: the engine from build-engine")] = None,
 ) -> None:
     """Write a Triton model repository for the content model."""
-    from modstream.triton_repo import TARGETS
+    from dataclasses import replace
+
+    from modstream.triton_repo import TARGETS, RepoOptions
     from modstream.triton_repo import build_repo as build
 
     if target not in TARGETS:
@@ -190,15 +192,14 @@ def build_repo(
         from modstream.artifacts import ensure_models
 
         model = ensure_models(console).text
-    path = build(
-        target,
-        model,
-        out,
-        max_batch_size=max_batch_size,
-        max_queue_delay_us=queue_delay_us,
-        instances=instances,
-        plan=plan,
-    )
+    defaults = RepoOptions.for_target(target)  # type: ignore[arg-type]  # checked against TARGETS above
+    given = {"max_batch_size": max_batch_size, "max_queue_delay_us": queue_delay_us, "instances": instances}
+    options = replace(defaults, **{k: v for k, v in given.items() if v is not None})
+    if max_batch_size is not None:  # preferred sizes must stay within the maximum
+        options = replace(
+            options, preferred_batch_sizes=tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
+        )
+    path = build(target, model, out, options, plan=plan)  # type: ignore[arg-type]
     console.print(f"wrote {target} repository to {path}")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import redis
+from confluent_kafka import Producer
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
@@ -184,13 +185,14 @@ def run_demo(posts: int, console: Console, seed: int = 2026, state_dir: Path | N
                     warmup, replay = build_records(posts, seed, ks, ep.redis_url)
                 collector = Collector(settings, f"demo-collector-{run}")
                 worker = WorkerThread(settings)
+                producer = Producer(settings.producer_conf())  # one producer, warmed up with the worker
                 try:
                     with console.status("warming up: waiting for the worker to join its group"):
-                        produce_all(settings, warmup)
+                        produce_all(settings, warmup, producer=producer)
                         if not collector.wait_for([r.key for r in warmup], 120):
                             raise RuntimeError(f"worker produced no verdicts for the warm-up posts ({worker.error!r})")
                     with console.status(f"replaying {len(replay)} posts"):
-                        sent = produce_all(settings, replay)
+                        sent = produce_all(settings, replay, producer=producer)
                         collector.wait_for([r.key for r in replay], 120 + len(replay) / 20)
                 finally:
                     worker.close()

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Producer
 
 from schemas import Verdict
 from workers.config import Settings
@@ -24,9 +24,15 @@ class Record:
 class Outcomes:
     """Every verdict and dead letter seen, by input key, with arrival times."""
 
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    raw_verdicts: dict[str, bytes] = field(default_factory=dict)
     dead_letters: set[str] = field(default_factory=set)
-    arrived: dict[str, float] = field(default_factory=dict)  # key -> epoch seconds
+    arrived: dict[str, float] = field(default_factory=dict)  # key -> epoch seconds, when read here
+    published: dict[str, float] = field(default_factory=dict)  # key -> epoch seconds, the output's timestamp
+
+    @property
+    def verdicts(self) -> dict[str, Verdict]:
+        # Parsed on demand: the collector shares the CPU with what it measures.
+        return {k: Verdict.model_validate_json(v) for k, v in self.raw_verdicts.items()}
 
     def latencies_ms(self, sent: dict[str, float]) -> list[float]:
         return [(t - sent[k]) * 1000 for k, t in self.arrived.items() if k in sent]
@@ -36,9 +42,15 @@ class Outcomes:
         return max(times) - min(times) if len(times) > 1 else float("nan")
 
 
-def produce_all(settings: Settings, records: Iterable[Record], rate: float | None = None) -> dict[str, float]:
-    """Produce records (paced at ``rate`` per second when given); returns key -> produce time (epoch s)."""
-    producer = Producer(settings.producer_conf())
+def produce_all(
+    settings: Settings, records: Iterable[Record], rate: float | None = None, producer: Producer | None = None
+) -> dict[str, float]:
+    """Produce records (paced at ``rate`` per second when given); returns key -> produce time (epoch s).
+
+    Pass a ``producer`` that has already delivered once to keep its start-up (metadata,
+    producer id) out of the measured latencies.
+    """
+    producer = producer or Producer(settings.producer_conf())
     sent: dict[str, float] = {}
     start = time.perf_counter()
     for i, rec in enumerate(records):
@@ -62,17 +74,18 @@ def produce_all(settings: Settings, records: Iterable[Record], rate: float | Non
 class Collector:
     """Reads the verdict and dead-letter topics in a background thread."""
 
-    def __init__(self, settings: Settings, group: str) -> None:
+    def __init__(self, settings: Settings, group: str, fetch_wait_ms: int | None = None) -> None:
+        """``fetch_wait_ms`` overrides the settings' for this reader: a throughput measurement reads
+        ``published`` times and can poll less often, leaving the CPU to what it measures."""
         self.settings = settings
         self.outcomes = Outcomes()
         self._stop = threading.Event()
         self._consumer = Consumer(
             {
-                **settings.kafka_common(),
+                **settings.consumer_conf(),
                 "group.id": group,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": settings.session_timeout_ms,
                 "enable.auto.commit": False,
+                "fetch.wait.max.ms": fetch_wait_ms or settings.fetch_wait_max_ms,
             }
         )
         self._consumer.subscribe([settings.output_topic, settings.dlq_topic])
@@ -82,7 +95,9 @@ class Collector:
     def _run(self) -> None:
         o = self.outcomes
         while not self._stop.is_set():
-            for msg in self._consumer.consume(500, 0.2):
+            # A short wait: consume() returns only when the count or the wait is reached,
+            # and arrival times are taken after it returns.
+            for msg in self._consumer.consume(500, 0.005):
                 if msg.error():
                     continue
                 now = time.time()
@@ -90,15 +105,17 @@ class Collector:
                 if msg.topic() == self.settings.dlq_topic:
                     o.dead_letters.add(key)
                 else:
-                    o.verdicts[key] = Verdict.model_validate_json(msg.value() or b"")
+                    o.raw_verdicts[key] = msg.value() or b""
                 o.arrived.setdefault(key, now)
+                ts_type, ts = msg.timestamp()
+                o.published.setdefault(key, ts / 1000 if ts_type != TIMESTAMP_NOT_AVAILABLE else now)
         self._consumer.close()
 
     def wait_for(self, keys: Sequence[str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         wanted = set(keys)
         while time.monotonic() < deadline:
-            if wanted <= (self.outcomes.verdicts.keys() | self.outcomes.dead_letters):
+            if wanted <= (self.outcomes.raw_verdicts.keys() | self.outcomes.dead_letters):
                 return True
             time.sleep(0.05)
         return False

@@ -15,8 +15,9 @@ reference configs under ``triton_models/reference`` are its output, checked in.
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -54,6 +55,7 @@ class RepoOptions:
     instances: int = 1
     intra_op_threads: int = 0  # CPU targets; 0 = ONNX Runtime's default
     onnx_file: str = "model.onnx"  # cpu-embedded: the ONNX file next to model.py
+    name: str = MODEL_NAME
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1 or self.instances < 1 or self.max_queue_delay_us < 0:
@@ -65,6 +67,24 @@ class RepoOptions:
             raise ValueError(f"preferred batch sizes {bad} are outside [1, max_batch_size={self.max_batch_size}]")
         if not self.model_version or '"' in self.model_version:
             raise ValueError(f"invalid model_version {self.model_version!r}")
+
+    @classmethod
+    def for_target(cls, target: Target, cores: int | None = None) -> RepoOptions:
+        """Measured defaults (docs/PERFORMANCE.md). On CPU: one single-threaded instance per core,
+        one 16-text request per execution. Separate sessions need no intra-op barrier, so a core
+        taken by the worker or the broker stalls one instance instead of all of them, and batches
+        of 16 run faster per text than 32 or 64."""
+        if target == "gpu-tensorrt":
+            return cls()
+        # No queue delay: the worker already sends full requests, and waiting would only merge
+        # a small batch's requests back onto one instance.
+        return cls(
+            max_batch_size=16,
+            preferred_batch_sizes=(16,),
+            max_queue_delay_us=0,
+            instances=cores or os.cpu_count() or 1,
+            intra_op_threads=1,
+        )
 
 
 @dataclass(frozen=True)
@@ -109,7 +129,7 @@ def render_config(target: Target, opts: RepoOptions) -> str:
     elif target == "cpu-onnx" and opts.intra_op_threads:
         parameters["intra_op_thread_count"] = str(opts.intra_op_threads)  # onnxruntime backend's key
     lines = [
-        f'name: "{MODEL_NAME}"',
+        f'name: "{opts.name}"',
         serving,
         f"max_batch_size: {opts.max_batch_size}",
         f"input [\n{inputs}\n]",
@@ -135,31 +155,33 @@ def build_repo(
     target: Target,
     model_dir: Path,
     out: Path = DEFAULT_REPO_DIR,
+    options: RepoOptions | None = None,
     *,
-    max_batch_size: int = 64,
-    preferred_batch_sizes: tuple[int, ...] = (16, 32, 64),
-    max_queue_delay_us: int = 2000,
-    instances: int = 1,
-    intra_op_threads: int = 0,
     plan: Path | None = None,
+    name: str = MODEL_NAME,
+    onnx_file: str | None = None,
 ) -> Path:
     """Write ``out/spam_text/{config.pbtxt,1/...}`` from a trained model dir; returns ``out``.
 
     ``model_dir`` holds ``card.json`` and the ONNX file it names. For
     ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``; its profile must
     allow ``max_batch_size`` (``build_engine`` writes a config matching its profile). Only
-    ``out/spam_text`` is replaced; other models in ``out`` are left alone.
+    ``out/<name>`` is replaced; other models in ``out`` are left alone. ``options``
+    defaults to :meth:`RepoOptions.for_target`; the version comes from the card, and the
+    ONNX file is the card's serving model unless ``onnx_file`` names another (the
+    benchmark's naive baseline serves the fp32 ``model.onnx`` beside the int8 one).
     """
     card = ModelCard.load(model_dir)
     _, model_file, _ = _SERVING[target]
-    source = (plan or model_dir / PLAN_FILE) if target == "gpu-tensorrt" else model_dir / card.serving_model
+    onnx_file = onnx_file or card.serving_model
+    source = (plan or model_dir / PLAN_FILE) if target == "gpu-tensorrt" else model_dir / onnx_file
     if not source.is_file():
         hint = " (build it with modstream.engine.build_engine)" if target == "gpu-tensorrt" else ""
         raise FileNotFoundError(f"{source} not found{hint}")
     if target == "cpu-embedded" and not PYTHON_MODEL_SOURCE.is_file():
         raise FileNotFoundError(f"{PYTHON_MODEL_SOURCE} not found: build_repo needs the modstream source tree")
 
-    model_root = out / MODEL_NAME
+    model_root = out / name
     # The build is replaced wholesale: it must not live among the sources nor contain the model dir.
     if model_root.resolve().is_relative_to(TRITON_MODELS_DIR) or model_dir.resolve().is_relative_to(
         model_root.resolve()
@@ -171,26 +193,21 @@ def build_repo(
 
     if target == "cpu-embedded":
         shutil.copy2(PYTHON_MODEL_SOURCE, version_dir / model_file)
-        shutil.copy2(source, version_dir / card.serving_model)
+        shutil.copy2(source, version_dir / onnx_file)
     else:
         shutil.copy2(source, version_dir / model_file)
 
-    opts = RepoOptions(
-        model_version=card.version,
-        max_batch_size=max_batch_size,
-        preferred_batch_sizes=preferred_batch_sizes,
-        max_queue_delay_us=max_queue_delay_us,
-        instances=instances,
-        intra_op_threads=intra_op_threads,
-        onnx_file=card.serving_model,
+    opts = replace(
+        options or RepoOptions.for_target(target), model_version=card.version, onnx_file=onnx_file, name=name
     )
     write_model_config(target, opts, model_root)
     return out
 
 
 def reference_configs() -> dict[str, str]:
-    """The checked-in reference configs: file name -> content, from default options."""
-    return {f"{target}.config.pbtxt": render_config(target, RepoOptions()) for target in ("gpu-tensorrt", "cpu-onnx")}
+    """The checked-in reference configs: file name -> content, from each target's defaults (CPU: 2 cores)."""
+    targets: tuple[Target, ...] = ("gpu-tensorrt", "cpu-onnx")
+    return {f"{t}.config.pbtxt": render_config(t, RepoOptions.for_target(t, cores=2)) for t in targets}
 
 
 def write_reference_configs(directory: Path = REFERENCE_DIR) -> None:

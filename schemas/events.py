@@ -7,15 +7,38 @@ producer cannot push unbounded work onto the hot path.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, IPvAnyAddress
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema
 
 SCHEMA_VERSION: Literal[1] = 1
 
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+def canonical_ip(value: str) -> str:
+    """An IPv4 or IPv6 address in its canonical text form.
+
+    The C socket parser, not pydantic's ``IPvAnyAddress``: that one runs Python's
+    ``ipaddress`` parser, which was 35 of the 55 µs a post event took to validate.
+    """
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return socket.inet_ntop(family, socket.inet_pton(family, value))
+        except OSError:
+            continue
+    raise ValueError("value is not a valid IPv4 or IPv6 address")
+
+
+IPAddress = Annotated[
+    str,
+    Field(max_length=45),
+    AfterValidator(canonical_ip),
+    WithJsonSchema({"type": "string", "anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}),
+]
 Decision = Literal["allow", "review", "block"]
 ReasonCode = Literal[
     "banned_domain",
@@ -48,7 +71,7 @@ class PostEvent(_Strict):
     created_at: AwareDatetime
     text: Annotated[str, Field(max_length=10_000)]
     urls: Annotated[list[Url], Field(max_length=32)] = []
-    ip: IPvAnyAddress
+    ip: IPAddress
     journey: Annotated[list[JourneyStep], Field(max_length=64)] = []
     link_text: Annotated[str, Field(max_length=20_000)] | None = None
     media_text: Annotated[str, Field(max_length=20_000)] | None = None
@@ -86,7 +109,7 @@ class FeedbackEvent(_Strict):
     actor_id: Id  # the reporter or moderator
     label: Literal["spam", "ham"]
     urls: Annotated[list[Url], Field(max_length=32)] = []
-    ip: IPvAnyAddress | None = None
+    ip: IPAddress | None = None
     note: Annotated[str, Field(max_length=1024)] = ""
     created_at: AwareDatetime
 

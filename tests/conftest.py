@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from modstream.stack import Endpoints, LocalStack
-from modstream.triton_repo import INPUT_NAMES, build_repo
+from modstream.triton_repo import INPUT_NAMES, RepoOptions, build_repo
 
 TINY_VOCAB = 1000
 TINY_DIM = 8
@@ -95,6 +95,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Endpoints]:
     """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model) on free ports."""
     # A generous queue delay so that requests sent together are reliably batched together.
-    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"), max_queue_delay_us=20_000)
+    options = RepoOptions(max_queue_delay_us=20_000)
+    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"), options)
     with LocalStack(tmp_path_factory.mktemp("stack"), repo, redis_url=None) as endpoints:
         yield endpoints

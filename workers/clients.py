@@ -26,6 +26,11 @@ class TextModel(Protocol):
     @property
     def version(self) -> str: ...
 
+    @property
+    def parallelism(self) -> int:
+        """Model instances the server runs at once: a small batch is split across them."""
+        ...
+
     async def logits(
         self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float32]:

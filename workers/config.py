@@ -32,10 +32,16 @@ class Settings(BaseSettings):
     dlq_topic: str = "posts.dlq"
     feedback_topic: str = "feedback"
     session_timeout_ms: int = 6000
+    # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
+    # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
+    fetch_wait_max_ms: Annotated[int, Field(ge=1, le=10_000)] = 20
 
-    # Micro-batching: a batch closes at whichever comes first.
+    # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
+    # max_wait for the first record. Batches grow with load instead of waiting to fill.
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
     batch_max_wait_ms: Annotated[int, Field(ge=1, le=60_000)] = 50
+    # Batches handled at once: the next one is prepared while the last is in the model.
+    max_batches_in_flight: Annotated[int, Field(ge=1, le=16)] = 2
     # How long to wait for delivery reports before giving the batch up for redelivery.
     publish_timeout_s: Annotated[float, Field(gt=0)] = 30.0
 
@@ -50,8 +56,10 @@ class Settings(BaseSettings):
     triton_model: str = "spam_text"
     # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
     triton_timeout_ms: Annotated[int, Field(ge=1)] = 5000
-    triton_sub_batch: Annotated[int, Field(ge=1)] = 64
-    triton_max_in_flight: Annotated[int, Field(ge=1)] = 4
+    # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one
+    # instance per core busy. On a GPU, larger sub-batches (64+) with MODSTREAM_TRITON_PAD_MULTIPLE.
+    triton_sub_batch: Annotated[int, Field(ge=1)] = 16
+    triton_max_in_flight: Annotated[int, Field(ge=1)] = 8
     # Round padded widths up to a multiple of this: 1 for the ragged python backend, ~16 on GPU.
     triton_pad_multiple: Annotated[int, Field(ge=1, le=512)] = 1
     # Tokens per text; None means the length the content model was trained with (its card).
@@ -76,6 +84,7 @@ class Settings(BaseSettings):
             "group.id": self.group_id,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": self.session_timeout_ms,
+            "fetch.wait.max.ms": self.fetch_wait_max_ms,
             # At-least-once: offsets are stored by the commit policy only after every
             # output of a message is acknowledged; librdkafka then commits what was stored.
             "enable.auto.offset.store": False,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from workers.clients import HashStore, Sink, Source
@@ -44,14 +45,33 @@ class ModerationWorker:
         }
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Poll and handle batches, up to ``max_batches_in_flight`` at once, until ``stop``.
+
+        The next batch is validated and tokenised while the last one is still in Triton,
+        so the model's cores don't idle between batches. Commits stay in poll order:
+        each batch stores its offsets only after the batch before it has.
+        """
         s = self.settings
-        while not stop.is_set():
-            msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_ms / 1000)
-            if msgs:
-                await self.handle(msgs)
+        in_flight: deque[asyncio.Task[None]] = deque()
+        try:
+            while not stop.is_set():
+                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_ms / 1000)
+                if msgs:
+                    in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
+                # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.
+                while in_flight and (in_flight[0].done() or len(in_flight) >= s.max_batches_in_flight):
+                    await in_flight.popleft()
+            while in_flight:
+                await in_flight.popleft()
+        finally:
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
         self.source.close()
 
-    async def handle(self, msgs: Sequence[InMsg]) -> None:
+    async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
+        """Run one batch through the stages and publish it; store its offsets once ``after``
+        (the previous batch) has stored its own."""
         BATCH_SIZE.observe(len(msgs))
         with timed(validate.STAGE):
             posts, failures = validate.validate(msgs)
@@ -72,6 +92,8 @@ class ModerationWorker:
                 group=self.settings.group_id,
                 timeout_s=self.settings.publish_timeout_s,
             )
+        if after is not None:
+            await after
         self.source.store_offsets(settlement.store)
         if not settlement.complete:
             raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")

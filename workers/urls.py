@@ -23,6 +23,7 @@ _DEFANG = [
     (re.compile(r"\bh(?:xx|\*\*)p(s?)\b", re.I), r"http\1"),
 ]
 # A scheme followed by any mix of ':' and slashes/backslashes, or a bare "www." host.
+_DEFANG_MARKERS = ("[.]", "(.)", "[dot]", "(dot)", "xxp", "**p")
 _URL = re.compile(r"(?:\bhttps?\s*:\s*[/\\]{1,3}|\bwww\.)[^\s<>\"'()\[\]{}|^`]+", re.I)
 _TRAILING = ".,;:!?*"
 
@@ -37,6 +38,11 @@ class Link:
 
 
 def _defang(text: str) -> str:
+    # Substring checks first: most posts hold no defanged link, and a plain `in` is far
+    # cheaper than a case-insensitive regex scan over a long text.
+    lower = text.lower()
+    if not any(marker in lower for marker in _DEFANG_MARKERS):
+        return text
     for pattern, repl in _DEFANG:
         text = pattern.sub(repl, text)
     return text
@@ -65,8 +71,10 @@ def _normalise(raw: str) -> Link | None:
 def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
     """Explicit URLs first, then those found in the text; de-duplicated, order kept."""
     text = _defang(text)
+    lower = text.lower()
+    found = _URL.finditer(text) if "http" in lower or "www." in lower else ()
     seen: dict[str, Link] = {}
-    for raw in [*map(_defang, explicit), *(m.group(0) for m in _URL.finditer(text))]:
+    for raw in [*map(_defang, explicit), *(m.group(0) for m in found)]:
         link = _normalise(raw)
         if link is not None and link.url not in seen:
             seen[link.url] = link

@@ -36,8 +36,8 @@ class FakeTextModel:
 
     version = "fake-1"
 
-    def __init__(self, cheap_id: int, fail: bool = False) -> None:
-        self.cheap_id, self.fail, self.batches = cheap_id, fail, []
+    def __init__(self, cheap_id: int, fail: bool = False, parallelism: int = 1) -> None:
+        self.cheap_id, self.fail, self.parallelism, self.batches = cheap_id, fail, parallelism, []
 
     async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         self.batches.append(input_ids.shape)

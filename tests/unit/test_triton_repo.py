@@ -91,7 +91,9 @@ def test_repo_options_validation(kwargs: dict[str, object]) -> None:
 
 
 def test_build_repo_cpu_embedded(tiny_model_dir: Path, tmp_path: Path) -> None:
-    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path / "repo", max_batch_size=16, preferred_batch_sizes=(16,))
+    repo = build_repo(
+        "cpu-embedded", tiny_model_dir, tmp_path / "repo", RepoOptions(max_batch_size=8, preferred_batch_sizes=(8,))
+    )
 
     version_dir = repo / MODEL_NAME / "1"
     assert sorted(p.name for p in version_dir.iterdir()) == ["model.onnx", "model.py"]
@@ -99,7 +101,7 @@ def test_build_repo_cpu_embedded(tiny_model_dir: Path, tmp_path: Path) -> None:
     config = parse((repo / MODEL_NAME / "config.pbtxt").read_text())
     assert config.parameters["model_version"].string_value == "tiny0001"
     assert config.parameters["onnx_file"].string_value == "model.onnx"
-    assert config.max_batch_size == 16
+    assert config.max_batch_size == 8
 
 
 def test_build_repo_replaces_an_earlier_build(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -135,3 +137,12 @@ def test_build_repo_guards_sources(tiny_model_dir: Path, tmp_path: Path) -> None
 def test_build_repo_needs_a_card(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"card\.json"):
         build_repo("cpu-onnx", tmp_path, tmp_path / "repo")
+
+
+def test_cpu_defaults_are_one_single_threaded_instance_per_core() -> None:
+    cpu = RepoOptions.for_target("cpu-embedded", cores=6)
+    assert (cpu.instances, cpu.intra_op_threads, cpu.max_batch_size) == (6, 1, 16)
+    assert RepoOptions.for_target("gpu-tensorrt") == RepoOptions()
+    config = parse(render_config("cpu-embedded", cpu))
+    assert config.instance_group[0].count == 6
+    assert config.parameters["intra_op_threads"].string_value == "1"

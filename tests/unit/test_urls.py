@@ -1,5 +1,6 @@
 import pytest
 
+from schemas.events import canonical_ip
 from workers.stages.short_circuit import BanList
 from workers.urls import domain_candidates, extract_links
 
@@ -53,10 +54,27 @@ def test_ban_matches_parents_but_not_siblings() -> None:
 
 
 def test_ban_matches_addresses_and_ranges() -> None:
-    import ipaddress
+    bans = BanList.parse([], ["198.51.100.7", "203.0.113.0/24", "2001:db8::/32", "2001:DB8:0:0::5"])
+    assert bans.ip_hit("198.51.100.7") == "198.51.100.7"
+    assert bans.ip_hit("203.0.113.200") == "203.0.113.0/24"
+    assert bans.ip_hit("203.0.113.0") == "203.0.113.0/24"
+    assert bans.ip_hit("203.0.114.0") is None
+    assert bans.ip_hit("2001:db8::1") == "2001:db8::/32"
+    assert bans.ip_hit("2001:db9::1") is None
+    assert bans.ip_hit("198.51.100.8") is None
+    assert bans.ip_hit("::ffff:203.0.113.1") is None  # an IPv6 address is not matched against IPv4 ranges
+    assert bans.ip_hit(canonical_ip("2001:0DB8::0005")) == "2001:db8::5"
 
-    bans = BanList.parse([], ["198.51.100.7", "203.0.113.0/24", "2001:db8::/32"])
-    assert bans.ip_hit(ipaddress.ip_address("198.51.100.7")) == "198.51.100.7"
-    assert bans.ip_hit(ipaddress.ip_address("203.0.113.200")) == "203.0.113.0/24"
-    assert bans.ip_hit(ipaddress.ip_address("2001:db8::1")) == "2001:db8::/32"
-    assert bans.ip_hit(ipaddress.ip_address("198.51.100.8")) is None
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [("198.51.100.7", "198.51.100.7"), ("2001:0DB8:0:0::1", "2001:db8::1"), ("::ffff:1.2.3.4", "::ffff:1.2.3.4")],
+)
+def test_ips_are_validated_and_canonicalised(raw: str, canonical: str) -> None:
+    assert canonical_ip(raw) == canonical
+
+
+@pytest.mark.parametrize("bad", ["198.51.100", "198.51.100.256", "01.2.3.4", "1.2.3.4/24", "host", "2001:db8::g", ""])
+def test_bad_ips_are_rejected(bad: str) -> None:
+    with pytest.raises(ValueError, match="IPv4 or IPv6"):
+        canonical_ip(bad)

@@ -4,6 +4,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from schemas import DeadLetter, Verdict
@@ -177,5 +178,81 @@ def test_cutting_long_texts_before_tokenizing_keeps_the_same_ids(tokenizer_json:
     reference = Tokenizer.from_file(str(tokenizer_json))
     reference.no_padding()
     reference.enable_truncation(max_length=16)
-    texts = ["Subject: cheap meds " + "buy now and save big on everything you need " * 100, "short"]
+    texts = [
+        "Subject: cheap meds " + "buy now and save big on everything you need " * 100,
+        "short",
+        "x" * 5000,  # one word across every cut
+        "see " + "https://example.com/" + "a/b?c=d&" * 300,  # many characters per token
+        "ok " * 31 + "supercalifragilisticexpialidocious" * 40,  # the cut lands inside a long word
+        "café naïve résumé " * 200,  # accents are stripped after the cut
+        "spam! " * 15 + "word" * 30 + " tail" * 500,
+    ]
     assert enc.tokenize(texts) == [e.ids for e in reference.encode_batch(texts)]
+
+
+@pytest.mark.parametrize(
+    ("n", "sub_batch", "parallelism", "sizes"),
+    [
+        (0, 16, 2, []),
+        (1, 16, 2, [1]),
+        (7, 16, 2, [3, 4]),  # a small batch still uses both instances
+        (20, 16, 1, [10, 10]),  # balanced, not 16 + 4
+        (256, 16, 2, [16] * 16),
+        (33, 16, 4, [8, 8, 8, 9]),  # at least one request per instance
+    ],
+)
+def test_split_is_balanced_and_spreads_small_batches(
+    n: int, sub_batch: int, parallelism: int, sizes: list[int]
+) -> None:
+    from workers.stages.score import split
+
+    parts = split(n, sub_batch, parallelism)
+    assert [len(p) for p in parts] == sizes
+    assert [i for p in parts for i in p] == list(range(n))
+
+
+async def test_small_batches_are_split_across_model_instances(encoder: TextEncoder) -> None:
+    model = FakeTextModel(encoder.tokenize(["cheap"])[0][1], parallelism=2)
+    scorer = TextScorer(encoder, model, sub_batch=16, max_in_flight=4, cache=ScoreCache(0))
+    await scorer.score(["a", "bb", "cheap", "dd dd"])
+    assert sorted(shape[0] for shape in model.batches) == [2, 2]
+
+
+async def test_batches_overlap_but_offsets_are_stored_in_poll_order(encoder: TextEncoder) -> None:
+    """The second batch finishes first; its offsets must wait for the first batch's."""
+    first, second = msgs(event("a", "slow one")), [InMsg("posts", 0, 1, b"k1", event("b"), 0.0)]
+    gate = asyncio.Event()
+
+    class SlowFirst(FakeTextModel):
+        async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+            if len(self.batches) == 0:
+                self.batches.append(input_ids.shape)
+                await gate.wait()
+                return np.zeros((input_ids.shape[0], 2), dtype=np.float32)
+            return await super().logits(input_ids, attention_mask)
+
+    class RecordingSource(FakeSource):
+        def __init__(self, batches: list[list[InMsg]]) -> None:
+            super().__init__(batches)
+            self.order: list[int] = []
+
+        def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+            super().store_offsets(offsets)
+            self.order.append(offsets[("posts", 0)])
+
+    source = RecordingSource([first, second])
+    w = make_worker(encoder, [], model=SlowFirst(encoder.tokenize(["cheap"])[0][1]))
+    w.source = source
+    stop = asyncio.Event()
+
+    async def release_when_second_is_published() -> None:
+        while len(verdicts(w.sink)) < 1:  # type: ignore[arg-type]
+            await asyncio.sleep(0.005)
+        assert source.order == []  # "b" is published, but its offset waits for "a"
+        gate.set()
+        while len(source.order) < 2:
+            await asyncio.sleep(0.005)
+        stop.set()
+
+    await asyncio.gather(w.run(stop), release_when_second_is_published())
+    assert source.order == [1, 2] and set(verdicts(w.sink)) == {"a", "b"}  # type: ignore[arg-type]

@@ -35,7 +35,11 @@ class KafkaSource:
         _commit_quietly(consumer)
 
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
-        msgs: list[Message] = self._consumer.consume(max_size, max_wait_s)
+        # Wait only for the first record, then take what has already arrived: an idle worker
+        # answers at once, and under load batches grow by themselves while the last one runs.
+        # (consume() alone would hold every batch open for the whole wait.)
+        first = self._consumer.poll(max_wait_s)
+        msgs: list[Message] = [] if first is None else [first, *self._consumer.consume(max_size - 1, 0)]
         now = time.monotonic()
         out = []
         for m in msgs:
@@ -51,8 +55,16 @@ class KafkaSource:
         return out
 
     def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
-        if offsets:
+        if not offsets:
+            return
+        try:
             self._consumer.store_offsets(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        except KafkaException as exc:
+            # A rebalance took these partitions while their batch was in flight: the new owner
+            # resumes from the last commit and handles those records again (at-least-once).
+            if exc.args[0].code() != KafkaError._STATE:
+                raise
+            log.warning("partitions revoked mid-batch, their records will be redelivered: %s", sorted(offsets))
 
     def close(self) -> None:
         _commit_quietly(self._consumer)

@@ -14,16 +14,21 @@ class TritonTextModel:
         self.timeout_s = timeout_s
         self._client = InferenceServerClient(url)
         self._version = "unknown"
+        self._parallelism = 1
 
     @property
     def version(self) -> str:
         return self._version
 
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
+
     async def connect(self) -> None:
-        """Read the serving version from the model config (set by ``modstream build-repo``)."""
-        cfg = await self._client.get_model_config(self.model, as_json=True, client_timeout=self.timeout_s)
-        params = cfg["config"].get("parameters", {})
-        self._version = params.get("model_version", {}).get("string_value", "unknown")
+        """Read the serving version (set by ``modstream build-repo``) and instance count from the model config."""
+        cfg = (await self._client.get_model_config(self.model, as_json=True, client_timeout=self.timeout_s))["config"]
+        self._version = cfg.get("parameters", {}).get("model_version", {}).get("string_value", "unknown")
+        self._parallelism = max(1, sum(int(g.get("count", 1)) for g in cfg.get("instance_group", [])))
 
     async def logits(
         self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]

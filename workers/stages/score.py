@@ -1,8 +1,9 @@
 """Stage 4: the content model's spam probability for each post's text.
 
-The batch is tokenised once, sorted by length and cut into sub-batches, so each
-request pads only to its own longest text; several requests are in flight at once
-and Triton's dynamic batcher merges them. Repeated texts (spam campaigns) hit a
+The batch is tokenised once, sorted by length and cut into balanced sub-batches, so
+each request pads only to its own longest text; several requests are in flight at
+once. A small batch is still split across the server's model instances: on CPU each
+instance owns one core, and one request would leave the others idle. Repeated texts (spam campaigns) hit a
 small LRU cache keyed by a hash of the normalised text.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,14 @@ class ScoreCache:
             self._data.popitem(last=False)
 
 
+def split(n: int, sub_batch: int, parallelism: int) -> list[range]:
+    """Contiguous, nearly equal slices of ``range(n)``: at most ``sub_batch`` each, and at
+    least ``parallelism`` of them while there are texts for each."""
+    parts = max(-(-n // sub_batch), min(n, parallelism))
+    bounds = [n * i // parts for i in range(parts + 1)] if parts else []
+    return [range(a, b) for a, b in pairwise(bounds)]
+
+
 def spam_prob(logits: FloatArray) -> FloatArray:
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
@@ -78,7 +88,8 @@ class TextScorer:
 
     async def score(self, texts: Sequence[str]) -> list[float]:
         """Spam probability per text. Raises when the model is unreachable or too slow."""
-        keys = [text_key(t) for t in texts]
+        # Only the head the model can see decides its score, so only the head is hashed.
+        keys = [text_key(t[: self.encoder.max_chars]) for t in texts]
         known = {k: v for k in keys if (v := self.cache.get(k)) is not None}
         CACHE_HITS.inc(len(known))
         missing = list({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
@@ -87,7 +98,7 @@ class TextScorer:
             # serving Redis replies and Triton responses instead of stalling past their timeouts.
             seqs = await asyncio.to_thread(self.encoder.tokenize, [t for _, t in missing])
             order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
-            chunks = [order[s : s + self.sub_batch] for s in range(0, len(order), self.sub_batch)]
+            chunks = [[order[i] for i in part] for part in split(len(order), self.sub_batch, self.model.parallelism)]
             results = await asyncio.gather(*(self._infer([seqs[j] for j in c]) for c in chunks))
             for chunk, probs in zip(chunks, results, strict=True):
                 for j, prob in zip(chunk, probs, strict=True):
