@@ -2,7 +2,7 @@
 
 Every phase uses the same texts on the same machine:
 
-1. model-only   the serving ONNX model in-process, best batch size: the ceiling
+1. model-only   the serving ONNX model in-process, best layout and batch size: the ceiling
 2. triton-only  the same model through Triton gRPC, several requests in flight
 3. pipeline     Kafka -> worker process -> Kafka on the embedded stack
 4. naive        every lever off, as the reference article served its model: the fp32 model

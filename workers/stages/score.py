@@ -3,8 +3,8 @@
 The batch is tokenised once, sorted by length and cut into balanced sub-batches, so
 each request pads only to its own longest text; several requests are in flight at
 once. A small batch is still split across the server's model instances: on CPU each
-instance owns one core, and one request would leave the others idle. Repeated texts (spam campaigns) hit a
-small LRU cache keyed by a hash of the normalised text.
+instance owns one core, and one request would leave the others idle. Repeated texts
+(spam campaigns) hit a small LRU cache keyed by a hash of the normalised text.
 """
 
 from __future__ import annotations

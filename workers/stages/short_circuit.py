@@ -70,7 +70,7 @@ class BanList:
         return next((c for c in domain_candidates(host) if c in self.domains), None)
 
     def ip_hit(self, ip: str) -> str | None:
-        """``ip`` in canonical form (``schemas.canonical_ip``)."""
+        """``ip`` in canonical form (``schemas.events.canonical_ip``)."""
         if ip in self.ips:
             return ip
         if not self.networks:
