@@ -147,3 +147,34 @@ def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settin
     assert letters["bad-json"].original == b"{nope"
     assert letters["bad-ip"].error_class == "ValidationError" and "ip" in letters["bad-ip"].error_message
     assert all(dl.topic == settings.input_topic and dl.group == settings.group_id for dl in letters.values())
+
+
+def test_a_worker_joining_mid_stream_loses_nothing(settings: Settings) -> None:
+    """The rebalance revokes partitions while batches may be in flight: every post still gets
+    an outcome (at-least-once, so some twice), neither worker fails, and after both stop the
+    group's committed offsets reach the end of every partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    records = [post(f"r{i}", f"post {i} about the weather") for i in range(400)]
+    collector = Collector(settings, f"collector-{settings.group_id}")
+    first = WorkerThread(settings)
+    second: WorkerThread | None = None
+    try:
+        produce_all(settings, records[:20])
+        assert collector.wait_for([r.key for r in records[:20]], 60), "the first worker never answered"
+        second = WorkerThread(settings)  # joins the group while the first is busy
+        produce_all(settings, records[20:], rate=100)
+        assert collector.wait_for([r.key for r in records], 120), "not every record got an outcome"
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+        collector.close()
+    assert set(collector.outcomes.verdicts) == {r.key for r in records}
+
+    consumer = Consumer({**settings.kafka_common(), "group.id": settings.group_id})
+    partitions = [TopicPartition(settings.input_topic, p) for p in range(2)]
+    committed = {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
+    consumer.close()
+    assert committed == ends
