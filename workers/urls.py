@@ -48,6 +48,7 @@ def _defang(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=16_384)  # campaign and popular links repeat across posts
 def _normalise(raw: str) -> Link | None:
     s = raw.strip().rstrip(_TRAILING).replace("\\", "/")
     s = re.sub(r"^(https?)\s*:\s*/*", lambda m: m.group(1).lower() + "://", s, flags=re.I)

@@ -20,9 +20,11 @@ class FakeStore:
         fail: bool = False,
     ) -> None:
         self.hashes, self.sets, self.fail, self.calls = hashes or {}, sets or {}, fail, 0
+        self.keys_asked: list[str] = []
 
     async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
         self.calls += 1
+        self.keys_asked += keys
         if self.fail:
             raise TimeoutError("redis timed out")
         return [self.hashes.get(k, {}) for k in keys]

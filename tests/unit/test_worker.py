@@ -129,6 +129,8 @@ async def test_enrichment_is_one_round_trip_per_batch(encoder: TextEncoder) -> N
     w = make_worker(encoder, batch, store=store)
     await w.handle(batch)
     assert store.calls == 1
+    # 20 URLs and 20 domains, but one user and one IP, each asked once
+    assert len(store.keys_asked) == len(set(store.keys_asked)) == 20 * 2 + 2
 
 
 async def test_undelivered_output_holds_back_the_commit(encoder: TextEncoder) -> None:

@@ -27,7 +27,8 @@ def profile_keys(post: Post, ks: Keyspace) -> tuple[str | None, ...]:
 async def enrich(posts: Sequence[Post], store: HashStore, ks: Keyspace) -> list[Profile]:
     """Raises on store errors; the caller decides how to degrade."""
     per_post = [profile_keys(p, ks) for p in posts]
-    flat = [k for keys in per_post for k in keys if k is not None]
+    # Each key once: a burst from one user or one domain shares its hashes.
+    flat = list(dict.fromkeys(k for keys in per_post for k in keys if k is not None))
     found = dict(zip(flat, await store.hgetall_many(flat), strict=True)) if flat else {}
     return [
         Profile(**{part: found.get(k, {}) if k else {} for part, k in zip(_PARTS, keys, strict=True)})
