@@ -193,12 +193,14 @@ def build_repo(
 
         model = ensure_models(console).text
     defaults = RepoOptions.for_target(target)  # type: ignore[arg-type]  # checked against TARGETS above
-    given = {"max_batch_size": max_batch_size, "max_queue_delay_us": queue_delay_us, "instances": instances}
-    options = replace(defaults, **{k: v for k, v in given.items() if v is not None})
+    given: dict[str, object] = {
+        "max_batch_size": max_batch_size,
+        "max_queue_delay_us": queue_delay_us,
+        "instances": instances,
+    }
     if max_batch_size is not None:  # preferred sizes must stay within the maximum
-        options = replace(
-            options, preferred_batch_sizes=tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
-        )
+        given["preferred_batch_sizes"] = tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
+    options = replace(defaults, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
     path = build(target, model, out, options, plan=plan)  # type: ignore[arg-type]
     console.print(f"wrote {target} repository to {path}")
 

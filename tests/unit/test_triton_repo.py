@@ -146,3 +146,16 @@ def test_cpu_defaults_are_one_single_threaded_instance_per_core() -> None:
     config = parse(render_config("cpu-embedded", cpu))
     assert config.instance_group[0].count == 6
     assert config.parameters["intra_op_threads"].string_value == "1"
+
+
+def test_build_repo_cli_overrides_the_target_defaults(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from modstream.cli import app
+
+    args = ["build-repo", "--model", str(tiny_model_dir), "--out", str(tmp_path), "--max-batch-size", "8"]
+    result = CliRunner().invoke(app, [*args, "--instances", "3"])
+    assert result.exit_code == 0, result.output
+    config = parse((tmp_path / MODEL_NAME / "config.pbtxt").read_text())
+    assert (config.max_batch_size, config.instance_group[0].count) == (8, 3)
+    assert list(config.dynamic_batching.preferred_batch_size) == []  # 16 no longer fits
