@@ -220,41 +220,67 @@ async def test_small_batches_are_split_across_model_instances(encoder: TextEncod
     assert sorted(shape[0] for shape in model.batches) == [2, 2]
 
 
-async def test_batches_overlap_but_offsets_are_stored_in_poll_order(encoder: TextEncoder) -> None:
-    """The second batch finishes first; its offsets must wait for the first batch's."""
-    first, second = msgs(event("a", "slow one")), [InMsg("posts", 0, 1, b"k1", event("b"), 0.0)]
+class FirstCallWaits(FakeTextModel):
+    """The first request hangs until ``gate`` is set, so a later batch can overtake it."""
+
+    def __init__(self, cheap_id: int, gate: asyncio.Event) -> None:
+        super().__init__(cheap_id)
+        self.gate = gate
+
+    async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        first = not self.batches
+        out = await super().logits(input_ids, attention_mask)
+        if first:
+            await self.gate.wait()
+        return out
+
+
+class RecordingSource(FakeSource):
+    """Keeps every ``store_offsets`` call in order (partition 0 only)."""
+
+    def __init__(self, batches: list[list[InMsg]]) -> None:
+        super().__init__(batches)
+        self.order: list[int] = []
+
+    def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        super().store_offsets(offsets)
+        self.order.append(offsets[("posts", 0)])
+
+
+def overtaking_worker(encoder: TextEncoder, sink: FakeSink) -> tuple[ModerationWorker, RecordingSource, asyncio.Event]:
+    """Batch one ("a", "b") waits in the model for the gate; batch two ("c") runs past it."""
+    source = RecordingSource([msgs(event("a"), event("b")), [InMsg("posts", 0, 2, b"k2", event("c"), 0.0)]])
     gate = asyncio.Event()
-
-    class SlowFirst(FakeTextModel):
-        async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-            if len(self.batches) == 0:
-                self.batches.append(input_ids.shape)
-                await gate.wait()
-                return np.zeros((input_ids.shape[0], 2), dtype=np.float32)
-            return await super().logits(input_ids, attention_mask)
-
-    class RecordingSource(FakeSource):
-        def __init__(self, batches: list[list[InMsg]]) -> None:
-            super().__init__(batches)
-            self.order: list[int] = []
-
-        def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
-            super().store_offsets(offsets)
-            self.order.append(offsets[("posts", 0)])
-
-    source = RecordingSource([first, second])
-    w = make_worker(encoder, [], model=SlowFirst(encoder.tokenize(["cheap"])[0][1]))
+    w = make_worker(encoder, [], model=FirstCallWaits(encoder.tokenize(["cheap"])[0][1], gate), sink=sink)
     w.source = source
+    return w, source, gate
+
+
+async def open_when_published(w: ModerationWorker, source: RecordingSource, gate: asyncio.Event) -> None:
+    while "c" not in verdicts(w.sink):  # type: ignore[arg-type]
+        await asyncio.sleep(0.005)
+    assert source.order == []  # "c" is published, but its offset waits for batch one
+    gate.set()
+
+
+async def test_batches_overlap_but_offsets_are_stored_in_poll_order(encoder: TextEncoder) -> None:
+    w, source, gate = overtaking_worker(encoder, FakeSink())
     stop = asyncio.Event()
 
-    async def release_when_second_is_published() -> None:
-        while len(verdicts(w.sink)) < 1:  # type: ignore[arg-type]
-            await asyncio.sleep(0.005)
-        assert source.order == []  # "b" is published, but its offset waits for "a"
-        gate.set()
+    async def stop_when_stored() -> None:
+        await open_when_published(w, source, gate)
         while len(source.order) < 2:
             await asyncio.sleep(0.005)
         stop.set()
 
-    await asyncio.gather(w.run(stop), release_when_second_is_published())
-    assert source.order == [1, 2] and set(verdicts(w.sink)) == {"a", "b"}  # type: ignore[arg-type]
+    await asyncio.gather(w.run(stop), stop_when_stored())
+    assert source.order == [2, 3] and set(verdicts(w.sink)) == {"a", "b", "c"}  # type: ignore[arg-type]
+
+
+async def test_a_failed_batch_keeps_the_next_batch_from_committing(encoder: TextEncoder) -> None:
+    """Batch one loses "b"; batch two is fully delivered but must not store its offset past
+    the loss, or a restart would skip "b"."""
+    w, source, gate = overtaking_worker(encoder, FakeSink(fail_tokens={1}))
+    with pytest.raises(DeliveryFailed):
+        await asyncio.gather(w.run(asyncio.Event()), open_when_published(w, source, gate))
+    assert source.order == [1]  # only "a"
