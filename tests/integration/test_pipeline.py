@@ -15,7 +15,7 @@ from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter
-from tests.unit.fakes import tiny_decision_model
+from tests.unit.fakes import event, tiny_decision_model
 from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
 from workers.keyspace import Keyspace
@@ -68,16 +68,7 @@ def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
 
 
 def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Record:
-    body = {
-        "post_id": pid,
-        "user_id": "u1",
-        "created_at": "2026-11-21T10:00:00Z",
-        "text": text,
-        "ip": "192.0.2.44",
-        "platform": "web",
-        **kw,
-    }
-    return Record(pid, json.dumps(body).encode(), None)
+    return Record(pid, event(pid, text, **{"ip": "192.0.2.44", **kw}), None)
 
 
 def run_worker(settings: Settings, records: list[Record]) -> Collector:

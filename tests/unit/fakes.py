@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import lightgbm as lgb
@@ -10,6 +11,20 @@ import numpy as np
 from workers.features import FEATURES
 from workers.records import InMsg
 from workers.stages.decide import DecisionModel, Thresholds
+
+
+def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
+    """A valid post event's JSON; ``kw`` overrides or adds fields."""
+    body = {
+        "post_id": pid,
+        "user_id": "u1",
+        "created_at": "2026-11-21T10:00:00Z",
+        "text": text,
+        "ip": "192.0.2.10",
+        "platform": "web",
+        **kw,
+    }
+    return json.dumps(body).encode()
 
 
 class FakeStore:

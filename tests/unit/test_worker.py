@@ -1,14 +1,13 @@
 """The whole worker loop over in-memory fakes: one output per input, bans, degradation, commits."""
 
 import asyncio
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from schemas import DeadLetter, Verdict
-from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, tiny_decision_model
+from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, event, tiny_decision_model
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.moderation import DeliveryFailed, ModerationWorker
@@ -18,19 +17,6 @@ from workers.stages.short_circuit import BanListCache
 from workers.textenc import TextEncoder
 
 KS = Keyspace("t:")
-
-
-def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
-    body = {
-        "post_id": pid,
-        "user_id": "u1",
-        "created_at": "2026-11-21T10:00:00Z",
-        "text": text,
-        "ip": "192.0.2.10",
-        "platform": "web",
-        **kw,
-    }
-    return json.dumps(body).encode()
 
 
 def msgs(*values: bytes | None) -> list[InMsg]:
