@@ -7,6 +7,7 @@ producer cannot push unbounded work onto the hot path.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
@@ -78,9 +79,24 @@ class PostEvent(_Strict):
     platform: Annotated[str, Field(min_length=1, max_length=64)]
 
 
+REASON_DETAIL_MAX = 512
+DEAD_LETTER_MESSAGE_MAX = 4096
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Reason(_Strict):
     code: ReasonCode
-    detail: Annotated[str, Field(max_length=512)]
+    detail: Annotated[str, Field(max_length=REASON_DETAIL_MAX)]
+
+    @classmethod
+    def of(cls, code: ReasonCode, detail: str) -> Reason:
+        """A reason whose detail is cut to fit: details quote input (a host name can be
+        thousands of characters), and one long quote must not fail the post's verdict."""
+        return cls(code=code, detail=clip(detail, REASON_DETAIL_MAX))
 
 
 class Verdict(_Strict):
@@ -119,6 +135,8 @@ class DeadLetter(_Strict):
 
     On the DLQ topic the record value is the original bytes untouched and these
     fields travel as headers (``dlq.*``), so replaying a fixed record is a plain copy.
+    An original too large for the broker is cut: then ``truncated`` is true and
+    ``original_size`` and ``original_sha256`` describe the whole record.
     """
 
     schema_version: Literal[1] = 1
@@ -127,13 +145,18 @@ class DeadLetter(_Strict):
     partition: int
     offset: int
     group: str
+    stage: str = "validate"  # the pipeline step that failed
     error_class: str
-    error_message: Annotated[str, Field(max_length=4096)]
+    error_message: Annotated[str, Field(max_length=DEAD_LETTER_MESSAGE_MAX)]
     failed_at: AwareDatetime
+    truncated: bool = False
+    original_size: int | None = None
+    original_sha256: str | None = None
 
     def headers(self) -> list[tuple[str, str | bytes | None]]:
-        fields: dict[str, Any] = self.model_dump(exclude={"original"}, mode="json")
-        return [(f"dlq.{k}", str(v).encode()) for k, v in fields.items()]
+        fields: dict[str, Any] = self.model_dump(exclude={"original"}, exclude_none=True, mode="json")
+        # JSON scalars (true, 12), which model_validate_strings reads back in from_record.
+        return [(f"dlq.{k}", (v if isinstance(v, str) else json.dumps(v)).encode()) for k, v in fields.items()]
 
     @classmethod
     def from_record(cls, value: bytes, headers: Sequence[tuple[str, str | bytes | None]]) -> DeadLetter:

@@ -63,7 +63,8 @@ def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], np.ndarr
     msgs = [InMsg("sim", 0, i, None, s.event.model_dump_json().encode(), 0.0) for i, s in enumerate(sim)]
     posts, failures = validate(msgs)
     assert not failures, failures[:1]
-    _, rest = short_circuit(posts, BanList.parse(world.banned_domains, world.banned_ips), {})
+    _, rest, unchecked = short_circuit(posts, BanList.parse(world.banned_domains, world.banned_ips), {})
+    assert not unchecked, unchecked[:1]
     return rest, np.array([sim[p.msg.offset].label for p in rest])
 
 

@@ -4,12 +4,15 @@ so pure logic is tested with in-memory fakes and the real adapters are tested ag
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from workers.keyspace import Keyspace
 from workers.records import InMsg
+from workers.reputation import Bans, DomainCounts, Plan
 
 
 class HashStore(Protocol):
@@ -48,13 +51,49 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+Headers = Sequence[tuple[str, str | bytes | None]]
+
+# librdkafka errors that blame the record rather than the broker: sending it again cannot help.
+RECORD_ERRORS = frozenset(
+    {"MSG_SIZE_TOO_LARGE", "INVALID_MSG_SIZE", "INVALID_MSG", "INVALID_RECORD", "RECORD_LIST_TOO_LARGE"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryError:
+    code: str  # librdkafka's error name, e.g. MSG_SIZE_TOO_LARGE
+    message: str
+
+    @property
+    def blames_record(self) -> bool:
+        return self.code in RECORD_ERRORS
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
 class Sink(Protocol):
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, str | bytes | None]], token: int
-    ) -> None:
-        """Queue a record; its delivery report is returned by :meth:`flush` under ``token``."""
+    def produce(self, topic: str, key: bytes | None, value: bytes, headers: Headers, token: int) -> None:
+        """Queue a record; its delivery report is returned by :meth:`flush` under ``token``.
+        Never raises for the record: a record the client refuses is reported as failed."""
         ...
 
-    def flush(self, timeout_s: float) -> dict[int, str | None]:
+    def flush(self, timeout_s: float) -> dict[int, DeliveryError | None]:
         """Wait for every queued record; ``token -> error`` (None when delivered)."""
+        ...
+
+
+class ReputationStore(Protocol):
+    """Where the feedback worker keeps reputation counters and ban lists."""
+
+    @property
+    def keyspace(self) -> Keyspace: ...
+
+    async def apply(self, plan: Plan, reputation_step: float) -> tuple[dict[str, DomainCounts], dict[str, int]]:
+        """Apply a batch's increments and reputation penalties in one round trip, and return
+        the counters the ban rules need as they are after it: (domain counts, IP spam labels)."""
+        ...
+
+    async def ban(self, bans: Bans) -> tuple[int, int]:
+        """Add to the ban lists; returns how many domains and IPs were new."""
         ...

@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     max_batches_in_flight: Annotated[int, Field(ge=1, le=16)] = 2
     # How long to wait for delivery reports before giving the batch up for redelivery.
     publish_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    # A dead letter keeps at most this much of its original (with its size and hash): keep it
+    # under the producer's message.max.bytes (1,000,000 by default) and the DLQ topic's limit.
+    dead_letter_max_bytes: Annotated[int, Field(ge=1024)] = 512 * 1024
+    # After an error no step caught fails a batch, each record is retried alone this many
+    # times; one that still fails is dead-lettered, so it cannot stall its partition.
+    max_record_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")

@@ -17,6 +17,12 @@ BATCH_SIZE = Histogram("modstream_batch_size", "Records per micro-batch", bucket
 E2E_SECONDS = Histogram("modstream_end_to_end_seconds", "Produce timestamp to verdict delivered", buckets=_FAST)
 DEGRADED = Counter("modstream_degraded_total", "Verdicts decided without a dependency", ["cause"])
 CACHE_HITS = Counter("modstream_text_cache_hits_total", "Text scores served from the campaign cache")
+RECORD_FAILURES = Counter(
+    "modstream_record_failures_total", "Records a step failed on, dead-lettered instead of failing the batch", ["stage"]
+)
+RECORD_RETRIES = Counter(
+    "modstream_record_retries_total", "Records retried alone after an uncaught error failed their batch"
+)
 BANLIST_SIZE = Gauge("modstream_banlist_entries", "Banned domains, IPs and ranges currently loaded")
 
 

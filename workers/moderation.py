@@ -9,10 +9,13 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from workers.clients import HashStore, Sink, Source
+from workers.commit import Settlement, settle
 from workers.config import Settings
+from workers.delivery import DeadLetters, DeliveryFailed
 from workers.features import FEATURE_VERSION, Profile
+from workers.isolation import describe, failure, is_record_error
 from workers.keyspace import Keyspace
-from workers.metrics import BATCH_SIZE, DEGRADED, timed
+from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
 from workers.records import InMsg, Post
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
@@ -22,8 +25,8 @@ from workers.stages.short_circuit import BanListCache
 log = logging.getLogger(__name__)
 
 
-class DeliveryFailed(RuntimeError):
-    """Some outputs were not acknowledged; their inputs stay uncommitted for redelivery."""
+# The stage label of a record that failed where no step caught it.
+WORKER_STAGE = "worker"
 
 
 @dataclass
@@ -35,6 +38,11 @@ class ModerationWorker:
     scorer: TextScorer
     decision: DecisionModel
     bans: BanListCache
+
+    @property
+    def dlq(self) -> DeadLetters:
+        s = self.settings
+        return DeadLetters(s.dlq_topic, s.group_id, s.dead_letter_max_bytes)
 
     @property
     def versions(self) -> dict[str, str]:
@@ -67,36 +75,78 @@ class ModerationWorker:
             for task in in_flight:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
-        self.source.close()
+            # On every exit, a failed batch or cancellation included: commit what is stored
+            # and leave the group now rather than after a session timeout.
+            self.source.close()
 
     async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
         """Run one batch through the stages and publish it; store its offsets once ``after``
         (the previous batch) has stored its own."""
         BATCH_SIZE.observe(len(msgs))
-        with timed(validate.STAGE):
-            posts, failures = validate.validate(msgs)
-        with timed(short_circuit.STAGE):
-            blocked, rest = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
-        (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
-        with timed(decide.STAGE):
-            degraded = " and ".join(c for c, down in (("redis", no_redis), ("text model", no_text)) if down)
-            decided = decide.decide(rest, profiles, probs, self.decision, self.versions, degraded or None)
-        with timed(publish.STAGE):
-            settlement = publish.publish(
-                msgs,
-                blocked + decided,
-                failures,
-                self.sink,
-                verdict_topic=self.settings.output_topic,
-                dlq_topic=self.settings.dlq_topic,
-                group=self.settings.group_id,
-                timeout_s=self.settings.publish_timeout_s,
-            )
+        try:
+            settlement = await self._process(msgs)
+        except BaseException as exc:
+            if not is_record_error(exc):
+                raise
+            settlement = await self._isolate(msgs, exc)
         if after is not None:
             await after
         self.source.store_offsets(settlement.store)
         if not settlement.complete:
             raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
+
+    async def _process(self, msgs: Sequence[InMsg]) -> Settlement:
+        with timed(validate.STAGE):
+            posts, failures = validate.validate(msgs)
+        with timed(short_circuit.STAGE):
+            blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
+        (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
+        with timed(decide.STAGE):
+            degraded = " and ".join(c for c, down in (("redis", no_redis), ("text model", no_text)) if down)
+            decided, undecided = decide.decide(rest, profiles, probs, self.decision, self.versions, degraded or None)
+        with timed(publish.STAGE):
+            return publish.publish(
+                msgs,
+                blocked + decided,
+                failures + unchecked + undecided,
+                self.sink,
+                verdict_topic=self.settings.output_topic,
+                dlq=self.dlq,
+                timeout_s=self.settings.publish_timeout_s,
+            )
+
+    async def _isolate(self, msgs: Sequence[InMsg], exc: BaseException) -> Settlement:
+        """An error no step caught failed the batch: retry each record alone, a bounded number
+        of times, and dead-letter one that keeps failing instead of crash-looping on it."""
+        log.error(
+            "a batch of %d failed (%s: %s); retrying its records alone", len(msgs), type(exc).__name__, describe(exc)
+        )
+        undelivered = []
+        for i, msg in enumerate(msgs):
+            if not (await self._alone(msg)).complete:
+                undelivered.append(i)
+        return settle(msgs, undelivered)
+
+    async def _alone(self, msg: InMsg) -> Settlement:
+        for _ in range(self.settings.max_record_attempts):
+            try:
+                return await self._process([msg])
+            except BaseException as exc:
+                if not is_record_error(exc):
+                    raise
+                RECORD_RETRIES.inc()
+                last = exc
+        log.error("dead-lettering %r after %d attempts: %s", msg, self.settings.max_record_attempts, describe(last))
+        poison = failure(msg, WORKER_STAGE, last)
+        return publish.publish(
+            [msg],
+            [],
+            [poison],
+            self.sink,
+            verdict_topic=self.settings.output_topic,
+            dlq=self.dlq,
+            timeout_s=self.settings.publish_timeout_s,
+        )
 
     # Enrichment and scoring degrade instead of failing the batch: a verdict without
     # history or without a text score is still a verdict, flagged `degraded`.

@@ -10,7 +10,7 @@ from schemas import Decision, PostEvent, Reason, Verdict
 from workers.urls import Link
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class InMsg:
     """A consumed record, decoupled from the Kafka client."""
 
@@ -21,6 +21,10 @@ class InMsg:
     value: bytes | None
     received_at: float  # time.monotonic() when the batch was polled
     produced_at_ms: int | None = None  # broker/producer timestamp, for end-to-end latency
+
+    def __repr__(self) -> str:
+        # Where the record is, never its bytes: a hostile record can be a megabyte long.
+        return f"InMsg({self.topic}[{self.partition}]@{self.offset}, {len(self.value or b'')} bytes)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,7 @@ class Failure:
     msg: InMsg
     error_class: str
     error_message: str
+    stage: str = "validate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,16 +112,8 @@ def test_banned_domain_and_ip_short_circuit_without_a_triton_call(settings: Sett
     assert triton_inferences(stack) == before
 
 
-def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settings) -> None:
+def read_dead_letters(settings: Settings, count: int) -> dict[str, DeadLetter]:
     from confluent_kafka import Consumer
-
-    bad = [
-        Record("bad-json", b"{nope", None),
-        Record("bad-ip", post("x", ip="999.0.0.1").value, None),
-        Record("extra", post("y", surprise=1).value, None),
-    ]
-    out = run_worker(settings, [*bad, post("good")]).outcomes
-    assert out.dead_letters == {"bad-json", "bad-ip", "extra"} and set(out.verdicts) == {"good"}
 
     consumer = Consumer(
         {**settings.kafka_common(), "group.id": f"dlq-reader-{settings.group_id}", "auto.offset.reset": "earliest"}
@@ -132,12 +124,45 @@ def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settin
         for msg in consumer.consume(10, 0.5):
             if not msg.error():
                 letters[msg.key().decode()] = DeadLetter.from_record(msg.value(), msg.headers() or [])
-        if len(letters) == 3:
+        if len(letters) == count:
             break
     consumer.close()
+    return letters
+
+
+def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settings) -> None:
+    bad = [
+        Record("bad-json", b"{nope", None),
+        Record("bad-ip", post("x", ip="999.0.0.1").value, None),
+        Record("extra", post("y", surprise=1).value, None),
+    ]
+    out = run_worker(settings, [*bad, post("good")]).outcomes
+    assert out.dead_letters == {"bad-json", "bad-ip", "extra"} and set(out.verdicts) == {"good"}
+
+    letters = read_dead_letters(settings, 3)
     assert letters["bad-json"].original == b"{nope"
     assert letters["bad-ip"].error_class == "ValidationError" and "ip" in letters["bad-ip"].error_message
     assert all(dl.topic == settings.input_topic and dl.group == settings.group_id for dl in letters.values())
+
+
+def test_a_record_near_the_broker_limit_is_dead_lettered_and_the_partition_moves_on(settings: Settings) -> None:
+    """It used to crash-loop the worker: its dead letter exceeded the producer's message size."""
+    huge = Record("huge", post("huge", "spam " * 199_000).value, None)  # ~1 MB, under the broker's limit
+    after = [post(f"after{i}") for i in range(5)]
+    out = run_worker(settings, [huge, *after]).outcomes
+    assert out.dead_letters == {"huge"} and set(out.verdicts) == {r.key for r in after}
+    dl = read_dead_letters(settings, 1)["huge"]
+    assert dl.truncated and dl.original_size == len(huge.value) and len(dl.original) == settings.dead_letter_max_bytes
+
+
+def test_a_very_long_host_under_a_banned_domain_is_blocked_and_the_partition_moves_on(settings: Settings) -> None:
+    """It used to crash-loop the worker: the ban reason outgrew Reason.detail."""
+    run_worker(settings, [post("warm")])  # as above: let the ban list load first
+    host = ".".join(["x" * 60] * 30) + ".evil.example"
+    records = [post("long", urls=[f"https://{host}/"]), *(post(f"after{i}") for i in range(5))]
+    out = run_worker(settings, records).outcomes
+    assert set(out.verdicts) - {"warm"} == {r.key for r in records} and not out.dead_letters
+    assert out.verdicts["long"].decision == "block" and out.verdicts["long"].reasons[0].code == "banned_domain"
 
 
 def test_a_worker_joining_mid_stream_loses_nothing(settings: Settings) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import lightgbm as lgb
 import numpy as np
 
+from workers.clients import DeliveryError
 from workers.features import FEATURES
 from workers.records import InMsg
 from workers.stages.decide import DecisionModel, Thresholds
@@ -79,15 +80,24 @@ class FakeSource:
 
 
 class FakeSink:
-    def __init__(self, fail_tokens: set[int] | None = None) -> None:
-        self.records, self.pending, self.fail_tokens = [], [], fail_tokens or set()
+    """Fails the records produced under ``fail_tokens`` (broker down), and refuses records
+    over ``max_bytes`` as librdkafka does (MSG_SIZE_TOO_LARGE); ``records`` holds what was delivered."""
+
+    def __init__(self, fail_tokens: set[int] | None = None, max_bytes: int = 1_000_000) -> None:
+        self.records, self.pending, self.fail_tokens, self.max_bytes = [], [], fail_tokens or set(), max_bytes
+        self.refused = 0
 
     def produce(self, topic, key, value, headers, token) -> None:  # type: ignore[no-untyped-def]
-        self.pending.append(token)
+        if len(value) > self.max_bytes:
+            self.refused += 1
+            self.pending.append((token, DeliveryError("MSG_SIZE_TOO_LARGE", "Broker: Message size too large")))
+            return
+        error = DeliveryError("_TRANSPORT", "broker down") if token in self.fail_tokens else None
+        self.pending.append((token, error))
         self.records.append((topic, key, value, list(headers)))
 
-    def flush(self, timeout_s: float) -> dict[int, str | None]:
-        out = {t: ("broker down" if t in self.fail_tokens else None) for t in self.pending}
+    def flush(self, timeout_s: float) -> dict[int, DeliveryError | None]:
+        out = dict(self.pending)
         self.pending = []
         return out
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-import workers.feedback
+import workers.feedback.metrics
 import workers.metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def dashboard() -> Any:
 def exported_series() -> set[str]:
     """Every series name the moderation and feedback workers can expose."""
     names = set()
-    for module in (workers.metrics, workers.feedback):
+    for module in (workers.metrics, workers.feedback.metrics):
         for metric in vars(module).values():
             if isinstance(metric, MetricWrapperBase):
                 names |= {d.name + s for d in metric.describe() for s in SUFFIXES[d.type]}

@@ -9,8 +9,9 @@ import pytest
 from schemas import DeadLetter, Verdict
 from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, event, tiny_decision_model
 from workers.config import Settings
+from workers.delivery import DeliveryFailed
 from workers.keyspace import Keyspace
-from workers.moderation import DeliveryFailed, ModerationWorker
+from workers.moderation import ModerationWorker
 from workers.records import InMsg
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache

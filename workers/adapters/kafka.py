@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from workers.clients import DeliveryError, Headers
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
@@ -71,16 +72,18 @@ class KafkaSource:
         self._consumer.close()
 
 
+def _error(err: KafkaError) -> DeliveryError:
+    return DeliveryError(err.name(), err.str())
+
+
 class KafkaSink:
     def __init__(self, conf: dict[str, Any]) -> None:
         self._producer = Producer(conf)
-        self._reports: dict[int, str | None] = {}
+        self._reports: dict[int, DeliveryError | None] = {}
 
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, str | bytes | None]], token: int
-    ) -> None:
+    def produce(self, topic: str, key: bytes | None, value: bytes, headers: Headers, token: int) -> None:
         def report(err: KafkaError | None, _msg: Message) -> None:
-            self._reports[token] = None if err is None else str(err)
+            self._reports[token] = None if err is None else _error(err)
 
         while True:
             try:
@@ -88,8 +91,11 @@ class KafkaSink:
                 return
             except BufferError:  # local queue full: serve delivery reports to make room
                 self._producer.poll(0.05)
+            except KafkaException as exc:  # refused before sending (too large, say): an error value
+                self._reports[token] = _error(exc.args[0])
+                return
 
-    def flush(self, timeout_s: float) -> dict[int, str | None]:
+    def flush(self, timeout_s: float) -> dict[int, DeliveryError | None]:
         self._producer.flush(timeout_s)
         reports, self._reports = self._reports, {}
         return reports

@@ -14,7 +14,8 @@ import numpy.typing as npt
 
 from schemas import Decision, Reason, ReasonCode
 from workers.features import FEATURES, PostFacts, Profile, assemble, check_contract
-from workers.records import Outcome, Post, verdict_for
+from workers.isolation import each
+from workers.records import Failure, Outcome, Post, verdict_for
 
 STAGE = "decide"
 FloatArray = npt.NDArray[np.float64]
@@ -118,12 +119,19 @@ def facts_of(post: Post) -> PostFacts:
 def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> list[Reason]:
     order = np.argsort(-np.abs(contrib))[:k]
     return [
-        Reason(
-            code=_REASON_BY_PREFIX.get(FEATURES[i].split("_", 1)[0], "feature"),
-            detail=f"{FEATURES[i]}={'missing' if math.isnan(row[i]) else f'{row[i]:.4g}'} ({contrib[i]:+.3f})",
+        Reason.of(
+            _REASON_BY_PREFIX.get(FEATURES[i].split("_", 1)[0], "feature"),
+            f"{FEATURES[i]}={'missing' if math.isnan(row[i]) else f'{row[i]:.4g}'} ({contrib[i]:+.3f})",
         )
         for i in order
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    post: Post
+    features: list[float]
+    text_prob: float | None
 
 
 def decide(
@@ -133,30 +141,35 @@ def decide(
     model: DecisionModel,
     model_versions: dict[str, str],
     degraded: str | None,
-) -> list[Outcome]:
-    """``degraded`` names what was unavailable (text model, Redis), or is None."""
-    if not posts:
-        return []
-    rows = np.array(
-        [assemble(facts_of(p), prof, tp) for p, prof, tp in zip(posts, profiles, text_probs, strict=True)],
-        dtype=np.float64,
+) -> tuple[list[Outcome], list[Failure]]:
+    """``degraded`` names what was unavailable (text model, Redis), or is None.
+
+    Returns the verdicts and the posts this step failed on."""
+    rows, failures = each(
+        STAGE,
+        zip(posts, profiles, text_probs, strict=True),
+        lambda x: x[0].msg,
+        lambda x: _Row(x[0], assemble(facts_of(x[0]), x[1], x[2]), x[2]),
     )
-    probs, contribs = model.predict(rows)
-    outcomes = []
-    for post, row, prob, contrib, tp in zip(posts, rows, probs, contribs, text_probs, strict=True):
-        reasons = top_reasons(row, contrib)
+    if not rows:
+        return [], failures
+    matrix = np.array([r.features for r in rows], dtype=np.float64)
+    probs, contribs = model.predict(matrix)
+
+    def verdict(i: int) -> Outcome:
+        prob, tp = float(probs[i]), rows[i].text_prob
+        reasons = top_reasons(matrix[i], contribs[i])
         if degraded:
-            reasons.append(Reason(code="degraded", detail=f"decided without {degraded}"))
-        stage_scores = {"decision": float(prob)} | ({} if tp is None else {"text": tp})
-        outcomes.append(
-            verdict_for(
-                post,
-                decision=model.thresholds.classify(float(prob)),
-                score=float(prob),
-                reasons=reasons,
-                stage_scores=stage_scores,
-                model_versions=model_versions,
-                degraded=degraded is not None,
-            )
+            reasons.append(Reason.of("degraded", f"decided without {degraded}"))
+        return verdict_for(
+            rows[i].post,
+            decision=model.thresholds.classify(prob),
+            score=prob,
+            reasons=reasons,
+            stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),
+            model_versions=model_versions,
+            degraded=degraded is not None,
         )
-    return outcomes
+
+    outcomes, unverdicted = each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, verdict)
+    return outcomes, failures + unverdicted

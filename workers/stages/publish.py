@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from schemas import DeadLetter
-from workers.clients import Sink
+from workers.clients import DeliveryError, Sink
 from workers.commit import Settlement, settle
+from workers.delivery import DeadLetters, Output, deliver
+from workers.isolation import each
 from workers.metrics import E2E_SECONDS, RECORDS
 from workers.records import Failure, InMsg, Outcome
 
 STAGE = "publish"
-
-
-def dead_letter(failure: Failure, group: str) -> DeadLetter:
-    m = failure.msg
-    return DeadLetter(
-        original=m.value or b"",
-        topic=m.topic,
-        partition=m.partition,
-        offset=m.offset,
-        group=group,
-        error_class=failure.error_class,
-        error_message=failure.error_message[:4096],
-        failed_at=datetime.now(UTC),
-    )
 
 
 def publish(
@@ -36,31 +22,39 @@ def publish(
     sink: Sink,
     *,
     verdict_topic: str,
-    dlq_topic: str,
-    group: str,
+    dlq: DeadLetters,
     timeout_s: float,
 ) -> Settlement:
-    """Every message in ``msgs`` must have exactly one outcome or failure."""
+    """Every message in ``msgs`` must have exactly one outcome or failure.
+
+    A verdict that cannot be written (it does not serialise, or the broker refuses it)
+    becomes its input's dead letter, so no record can hold its partition back."""
     token = {(m.topic, m.partition, m.offset): i for i, m in enumerate(msgs)}
-    for o in outcomes:
+
+    def verdict_output(o: Outcome) -> tuple[int, Output]:
         value = o.verdict.model_dump_json().encode()
-        sink.produce(
-            verdict_topic,
-            o.verdict.post_id.encode(),
-            value,
-            [],
-            token[o.msg.topic, o.msg.partition, o.msg.offset],
+        return token[o.msg.topic, o.msg.partition, o.msg.offset], Output(
+            verdict_topic, o.verdict.post_id.encode(), value
         )
-    for f in failures:
-        dl = dead_letter(f, group)
-        sink.produce(dlq_topic, f.msg.key, dl.original, dl.headers(), token[f.msg.topic, f.msg.partition, f.msg.offset])
-    reports = sink.flush(timeout_s)
-    undelivered = {i for i in range(len(msgs)) if reports.get(i, "no delivery report in time") is not None}
+
+    rendered, unwritable = each(STAGE, outcomes, lambda o: o.msg, verdict_output)
+    dead = {token[f.msg.topic, f.msg.partition, f.msg.offset]: f for f in [*failures, *unwritable]}
+    outputs = dict(rendered) | {t: dlq.output(f) for t, f in dead.items()}
+
+    def replace(t: int, refused: Output, error: DeliveryError) -> Output | None:
+        if t in dead:
+            return dlq.shrink(dead[t], refused)
+        dead[t] = Failure(msgs[t], error.code, f"in step {STAGE!r}: the broker refused the verdict: {error}", STAGE)
+        return dlq.output(dead[t])
+
+    undelivered = deliver(sink, outputs, timeout_s, replace)
 
     now_ms = time.time() * 1000
     for o in outcomes:
-        RECORDS.labels(o.verdict.decision).inc()
-    RECORDS.labels("dead_letter").inc(len(failures))
+        t = token[o.msg.topic, o.msg.partition, o.msg.offset]
+        if t not in dead and t not in undelivered:
+            RECORDS.labels(o.verdict.decision).inc()
+    RECORDS.labels("dead_letter").inc(sum(t not in undelivered for t in dead))
     for i, m in enumerate(msgs):
         if i not in undelivered and m.produced_at_ms is not None:
             E2E_SECONDS.observe(max(0.0, now_ms - m.produced_at_ms) / 1000)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from schemas import Reason
 from schemas.events import canonical_ip
 from workers.clients import HashStore
+from workers.isolation import each
 from workers.keyspace import Keyspace
 from workers.metrics import BANLIST_SIZE
-from workers.records import Outcome, Post, verdict_for
+from workers.records import Failure, Outcome, Post, verdict_for
 from workers.urls import domain_candidates
 
 STAGE = "short_circuit"
@@ -80,34 +81,36 @@ class BanList:
         return next((n.label for n in self.networks if n.width == len(packed) and n.first <= value <= n.last), None)
 
 
+def _check(post: Post, bans: BanList, model_versions: dict[str, str]) -> Outcome | Post:
+    """A block verdict when the post's link host (or a parent) or its IP is banned, else the post."""
+    reasons = [
+        Reason.of("banned_domain", f"{link.host} matches banned {hit}")
+        for link in post.links
+        if (hit := bans.domain_hit(link.host))
+    ]
+    if ip_hit := bans.ip_hit(post.event.ip):
+        reasons.append(Reason.of("banned_ip", f"{post.event.ip} matches banned {ip_hit}"))
+    if not reasons:
+        return post
+    return verdict_for(
+        post,
+        decision="block",
+        score=1.0,
+        reasons=reasons,
+        stage_scores={},
+        model_versions=model_versions,
+        degraded=False,
+    )
+
+
 def short_circuit(
     posts: Sequence[Post], bans: BanList, model_versions: dict[str, str]
-) -> tuple[list[Outcome], list[Post]]:
-    blocked: list[Outcome] = []
-    rest: list[Post] = []
-    for post in posts:
-        reasons = [
-            Reason(code="banned_domain", detail=f"{link.host} matches banned {hit}")
-            for link in post.links
-            if (hit := bans.domain_hit(link.host))
-        ]
-        if ip_hit := bans.ip_hit(post.event.ip):
-            reasons.append(Reason(code="banned_ip", detail=f"{post.event.ip} matches banned {ip_hit}"))
-        if not reasons:
-            rest.append(post)
-            continue
-        blocked.append(
-            verdict_for(
-                post,
-                decision="block",
-                score=1.0,
-                reasons=reasons,
-                stage_scores={},
-                model_versions=model_versions,
-                degraded=False,
-            )
-        )
-    return blocked, rest
+) -> tuple[list[Outcome], list[Post], list[Failure]]:
+    """(blocked, the rest, the posts this step failed on)."""
+    checked, failures = each(STAGE, posts, lambda p: p.msg, lambda p: _check(p, bans, model_versions))
+    blocked = [c for c in checked if isinstance(c, Outcome)]
+    rest = [c for c in checked if isinstance(c, Post)]
+    return blocked, rest, failures
 
 
 class BanListCache:

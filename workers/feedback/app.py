@@ -1,0 +1,114 @@
+"""The feedback worker's wiring: faust consumes the feedback topic and hands batches to the handler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from typing import Any
+
+import faust
+
+from workers.adapters.kafka import KafkaSink
+from workers.adapters.redis_store import RedisReputationStore
+from workers.config import Settings
+from workers.delivery import DeadLetters
+from workers.feedback.handler import FeedbackHandler
+from workers.feedback.settings import FeedbackSettings
+from workers.keyspace import Keyspace
+from workers.lifecycle import run_until_signalled
+from workers.records import InMsg
+
+log = logging.getLogger(__name__)
+
+# librdkafka client tunables in MODSTREAM_KAFKA_EXTRA mean nothing to aiokafka and are
+# ignored; security keys must be mapped, or the worker would connect without them.
+_SECURITY_KEYS = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"}
+
+
+def broker_credentials(settings: Settings) -> faust.SASLCredentials | faust.SSLCredentials | None:
+    """The librdkafka security settings, as faust (aiokafka) credentials."""
+    conf = {k: v for k, v in settings.kafka_common().items() if k in _SECURITY_KEYS or k.startswith(("ssl.", "sasl."))}
+    if unsupported := sorted(set(conf) - _SECURITY_KEYS - {"ssl.ca.location"}):
+        raise ValueError(f"the feedback worker cannot map these Kafka security settings to faust: {unsupported}")
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    context = ssl.create_default_context(cafile=conf.get("ssl.ca.location")) if protocol.endswith("SSL") else None
+    if protocol.startswith("SASL"):
+        mechanism = conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "PLAIN"))
+        return faust.SASLCredentials(
+            username=conf.get("sasl.username"),
+            password=conf.get("sasl.password"),
+            mechanism=mechanism,
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context) if context else None
+
+
+def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler) -> faust.App:
+    app = faust.App(
+        fb.app_id,
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
+        broker_credentials=broker_credentials(settings),
+        broker_session_timeout=fb.session_timeout_s,
+        broker_heartbeat_interval=fb.session_timeout_s / 3,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,  # all in-sync replicas; faust's own producer carries no records of ours
+        store="memory://",  # no tables: nothing to persist locally
+        topic_partitions=1,  # faust's internal topics only; ours exist already
+        topic_allow_declare=False,  # the deployment owns topics and their partition counts
+        topic_disable_leader=True,  # no assignor leader topic: nothing here needs a leader
+        web_enabled=False,
+        autodiscover=False,
+    )
+    # Raw bytes: validation is ours, so a malformed record is dead-lettered instead of
+    # crashing faust's deserializer.
+    topic = app.topic(settings.feedback_topic, key_serializer="raw", value_serializer="raw")
+
+    # Any: the decorator types the argument as StreamT, which lacks take_events (faust.Stream has it).
+    @app.agent(topic)
+    async def feedback(stream: Any) -> None:
+        async for events in stream.take_events(fb.batch_max_size, within=fb.batch_max_wait_s):
+            now = time.monotonic()
+            # message.value is the record's bytes as consumed: what a dead letter must carry.
+            await handler.handle(
+                [InMsg(m.topic, m.partition, m.offset, m.key, m.value, now) for m in (e.message for e in events)]
+            )
+
+    return app
+
+
+async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.Event) -> None:
+    """Run until ``stop`` is set (or faust crashes, which is raised); the batch in hand is settled first."""
+    timeout_s = settings.redis_timeout_ms / 1000
+    store = RedisReputationStore(settings.redis_url.get_secret_value(), timeout_s, Keyspace(settings.redis_prefix))
+    # The project's librdkafka producer (idempotent, acks=all, same security settings)
+    # for dead letters: faust's producer cannot be made idempotent outside transactions.
+    sink = KafkaSink(settings.producer_conf())
+    handler = FeedbackHandler(
+        store,
+        sink,
+        DeadLetters(f"{settings.feedback_topic}.dlq", fb.app_id, settings.dead_letter_max_bytes),
+        fb.thresholds(),
+        fb.reputation_step,
+        publish_timeout_s=settings.publish_timeout_s,
+        retry_max_s=fb.retry_max_s,
+    )
+    app = build_app(settings, fb, handler)
+    try:
+        await app.start()
+        log.info("feedback worker up: %s -> %s", settings.feedback_topic, settings.redis_prefix)
+        await app.wait(stop.wait())  # returns early when the app crashes
+        if app.crashed:
+            raise RuntimeError("the feedback worker's faust app crashed") from app.crash_reason
+    finally:
+        await app.stop()
+        sink.flush(settings.publish_timeout_s)
+        await store.close()
+
+
+def main(settings: Settings | None = None, fb: FeedbackSettings | None = None) -> None:
+    """Entry point for ``modstream feedback``."""
+    settings = settings or Settings()
+    fb_settings = fb or FeedbackSettings()
+    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings.metrics_port)

@@ -1,0 +1,80 @@
+"""Applies batches of feedback records; plain asyncio behind the client Protocols, no faust."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from redis.exceptions import RedisError
+
+from schemas import FeedbackEvent
+from workers.clients import ReputationStore, Sink
+from workers.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
+from workers.feedback.metrics import BANS, BATCH_SECONDS, DEAD_LETTERS, EVENTS, RETRIES
+from workers.records import Failure, InMsg
+from workers.reputation import Thresholds, decide_bans, plan
+from workers.stages.validate import parse as parse_records  # one error format for every DLQ
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def parse(msgs: Sequence[InMsg]) -> tuple[list[FeedbackEvent], list[Failure]]:
+    events, failures = parse_records(msgs, FeedbackEvent)
+    return [event for _, event in events], failures
+
+
+@dataclass
+class FeedbackHandler:
+    """Returns from :meth:`handle` only once every record of the batch is settled."""
+
+    store: ReputationStore
+    sink: Sink
+    dlq: DeadLetters
+    thresholds: Thresholds
+    reputation_step: float
+    publish_timeout_s: float
+    retry_max_s: float
+
+    async def handle(self, msgs: Sequence[InMsg]) -> None:
+        start = time.perf_counter()
+        events, failures = parse(msgs)
+        if failures:
+            await self._retry("kafka", lambda: self._dead_letter(failures))
+            DEAD_LETTERS.inc(len(failures))
+        if events:
+            batch = plan(events, self.store.keyspace)
+            counts = await self._retry("redis", lambda: self.store.apply(batch, self.reputation_step))
+            bans = decide_bans(*counts, self.thresholds)
+            if bans:
+                new_domains, new_ips = await self._retry("redis", lambda: self.store.ban(bans))
+                # Re-confirmed bans are not counted again.
+                BANS.labels("domain").inc(new_domains)
+                BANS.labels("ip").inc(new_ips)
+                log.info("banned domains %s, IPs %s", sorted(bans.domains), sorted(bans.ips))
+            for e in events:
+                EVENTS.labels(e.kind, e.label).inc()
+        BATCH_SECONDS.observe(time.perf_counter() - start)
+
+    async def _retry(self, dependency: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Retry transient failures with capped exponential backoff: skipping would drop feedback.
+
+        While this blocks, faust holds the batch unacked, so a kill leaves it for redelivery.
+        """
+        delay = 0.1
+        while True:
+            try:
+                return await attempt()
+            except (RedisError, OSError, TimeoutError, DeliveryFailed) as exc:
+                RETRIES.labels(dependency).inc()
+                log.warning("%s failed, retrying in %.1fs: %r", dependency, delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.retry_max_s)
+
+    async def _dead_letter(self, failures: Sequence[Failure]) -> None:
+        # Resending all of them after a failure may duplicate a dead letter; losing one is worse.
+        await asyncio.to_thread(deliver_dead_letters, self.sink, failures, self.dlq, self.publish_timeout_s)
