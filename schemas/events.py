@@ -116,9 +116,13 @@ class Verdict(_Strict):
 
 
 class FeedbackEvent(_Strict):
-    """A user report or a moderator label about a post; consumed by the feedback worker."""
+    """A user report or a moderator label about a post; consumed by the feedback worker.
+
+    ``event_id`` makes a re-sent event count once; without one, the record's place in
+    the topic (topic, partition, offset) identifies it, which covers redelivery."""
 
     schema_version: Literal[1] = 1
+    event_id: Id | None = None
     kind: Literal["user_report", "moderator_label"]
     post_id: Id
     user_id: Id  # the poster

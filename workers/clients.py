@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from workers.keyspace import Keyspace
 from workers.records import InMsg
-from workers.reputation import Bans, DomainCounts, Plan
+from workers.reputation import Applied, Bans, Plan
 
 
 class HashStore(Protocol):
@@ -89,9 +89,9 @@ class ReputationStore(Protocol):
     @property
     def keyspace(self) -> Keyspace: ...
 
-    async def apply(self, plan: Plan, reputation_step: float) -> tuple[dict[str, DomainCounts], dict[str, int]]:
-        """Apply a batch's increments and reputation penalties in one round trip, and return
-        the counters the ban rules need as they are after it: (domain counts, IP spam labels)."""
+    async def apply(self, plan: Plan) -> Applied:
+        """Apply each change of the batch at most once (atomically with its applied-marker), in
+        one round trip, and return the counters the ban rules need as they are after it."""
         ...
 
     async def ban(self, bans: Bans) -> tuple[int, int]:

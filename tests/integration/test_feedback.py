@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +23,11 @@ from pydantic import SecretStr
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, FeedbackEvent
 from tests.conftest import first_record
+from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
 from workers.feedback import FeedbackSettings, run_feedback
 from workers.keyspace import Keyspace
+from workers.reputation import plan
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +152,103 @@ async def running(settings: Settings, fb: FeedbackSettings) -> AsyncIterator[Cal
     finally:
         stop.set()
         await asyncio.wait_for(worker, 15)
+
+
+def spam_label(i: int, domains: int) -> bytes:
+    """Moderator spam label number ``i``: one of ``domains`` domains, one of 7 IPs."""
+    event = FeedbackEvent.model_validate(
+        {
+            "kind": "moderator_label" if i % 3 else "user_report",
+            "post_id": f"p{i}",
+            "user_id": f"u{i % 11}",
+            "actor_id": f"mod{i % 5}",
+            "label": "spam",
+            "urls": [f"https://s{i % 4}.d{i % domains}.chaos.example/x"],
+            "ip": f"198.51.100.{i % 7}",
+            "created_at": datetime.now(UTC),
+        },
+        strict=False,
+    )
+    return event.model_dump_json().encode()
+
+
+async def test_a_batch_applied_twice_counts_once(stack: Endpoints, redis_client: aioredis.Redis) -> None:
+    prefix = f"test-once-{uuid.uuid4().hex[:8]}:"
+    ks = Keyspace(prefix)
+    store = RedisReputationStore(stack.redis_url, 2.0, ks, reputation_step=0.1, applied_ttl_s=3600)
+    events = {f"feedback:0:{i}": FeedbackEvent.model_validate_json(spam_label(i, 3)) for i in range(30)}
+    batch = plan(events, ks)
+    try:
+        first = await store.apply(batch)
+        snapshot = {k: await redis_client.hgetall(k) for k in {key for key, _ in batch.increments}}
+        again = await store.apply(batch)  # a crash before the commit: the same batch comes back
+        assert (first.duplicates, again.duplicates) == (0, len(batch.changes))
+        assert {k: await redis_client.hgetall(k) for k in snapshot} == snapshot
+        assert again.domains == first.domains and again.ip_spam_labels == first.ip_spam_labels
+    finally:
+        await store.close()
+        keys = [k async for k in redis_client.scan_iter(match=f"{prefix}*")]
+        await redis_client.delete(*keys)
+
+
+async def test_counters_are_exact_when_the_worker_is_killed(stack: Endpoints, redis_client: aioredis.Redis) -> None:
+    """kill -9 between applying a batch and committing it used to count the batch twice."""
+    run_id = uuid.uuid4().hex[:8]
+    prefix, topic, app_id = f"test-kill-{run_id}:", f"feedback-kill-{run_id}", f"feedback-kill-{run_id}"
+    create_topics(stack.kafka_bootstrap, {topic: 1, f"{topic}.dlq": 1})
+    env = {
+        **os.environ,
+        "MODSTREAM_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
+        "MODSTREAM_REDIS_URL": stack.redis_url,
+        "MODSTREAM_REDIS_PREFIX": prefix,
+        "MODSTREAM_FEEDBACK_TOPIC": topic,
+        "MODSTREAM_METRICS_PORT": "0",
+        "MODSTREAM_FEEDBACK_APP_ID": app_id,
+        "MODSTREAM_FEEDBACK_SESSION_TIMEOUT_S": "3",
+        "MODSTREAM_FEEDBACK_BATCH_MAX_SIZE": "5",
+        "MODSTREAM_FEEDBACK_BATCH_MAX_WAIT_S": "0.05",
+    }
+    ks = Keyspace(prefix)
+    values = [spam_label(i, 3) for i in range(300)]
+    truth = plan({str(i): FeedbackEvent.model_validate_json(v) for i, v in enumerate(values)}, ks).increments
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+
+    def start() -> subprocess.Popen[bytes]:
+        cmd = [str(Path(sys.executable).with_name("modstream")), "feedback", "--log-level", "WARNING"]
+        return subprocess.Popen(cmd, env=env)
+
+    async def counts() -> dict[tuple[str, str], int]:
+        return {(key, field): int(await redis_client.hget(key, field) or 0) for key, field in truth}
+
+    async def counted() -> int:
+        return sum((await counts()).values())
+
+    worker = start()
+    try:
+        for round_ in range(3):  # produce a slice, kill -9 mid-way through it, restart
+            for value in values[round_ * 100 : (round_ + 1) * 100]:
+                producer.produce(topic, value)
+            assert producer.flush(10) == 0
+            before = await counted()
+            await until(lambda before=before: _moved(counted, before), "the worker to count something")
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+            worker = start()
+        total = sum(truth.values())
+        await until(lambda: _reached(counted, total), "every event to be counted")
+        await asyncio.sleep(3)  # any redelivery still in flight would land now
+        assert await counts() == truth
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        keys = [k async for k in redis_client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await redis_client.delete(*keys)
+
+
+async def _moved(counted: Callable[[], Awaitable[int]], before: int) -> bool:
+    return await counted() > before
+
+
+async def _reached(counted: Callable[[], Awaitable[int]], total: int) -> bool:
+    return await counted() >= total

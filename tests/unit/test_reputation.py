@@ -29,8 +29,12 @@ def event(kind: str = "moderator_label", label: str = "spam", **fields: Any) -> 
     return FeedbackEvent.model_validate({**base, **fields}, strict=False)
 
 
+def ids(*events: FeedbackEvent) -> dict[str, FeedbackEvent]:
+    return {f"e{i}": e for i, e in enumerate(events)}
+
+
 def test_moderator_spam_label_counts_every_entity_once() -> None:
-    p = plan([event()], KS)
+    p = plan(ids(event()), KS)
     assert p.increments == {
         ("t:user:u1", "spam_posts"): 1,
         ("t:url:https://www.evil.co.uk/x", "reports"): 1,  # the key the moderation worker enriches with
@@ -44,7 +48,7 @@ def test_moderator_spam_label_counts_every_entity_once() -> None:
 
 
 def test_user_report_is_a_report_not_a_confirmed_spam() -> None:
-    p = plan([event(kind="user_report")], KS)
+    p = plan(ids(event(kind="user_report")), KS)
     assert p.increments == {
         ("t:user:u1", "reports"): 1,
         ("t:url:https://www.evil.co.uk/x", "reports"): 1,
@@ -57,20 +61,26 @@ def test_user_report_is_a_report_not_a_confirmed_spam() -> None:
 
 @pytest.mark.parametrize("kind", ["user_report", "moderator_label"])
 def test_ham_changes_nothing(kind: str) -> None:
-    p = plan([event(kind=kind, label="ham")], KS)
+    p = plan(ids(event(kind=kind, label="ham")), KS)
     assert not p.increments and not p.penalties and not p.domains and not p.ips
 
 
 def test_batch_aggregates_and_tolerates_missing_ip_and_urls() -> None:
-    p = plan([event(), event(actor_id="a2"), event(urls=[], ip=None)], KS)
+    p = plan(ids(event(), event(actor_id="a2"), event(urls=[], ip=None)), KS)
     assert p.increments[("t:user:u1", "spam_posts")] == 3
     assert p.increments[("t:domain:evil.co.uk", "spam_reports")] == 2
     assert p.increments[("t:ip:198.51.100.9", "spam_posts")] == 2
     assert p.penalties == {"evil.co.uk": 2}
 
 
+def test_each_event_is_its_own_change_under_its_id() -> None:
+    p = plan({"a": event(), "b": event(kind="user_report"), "c": event(label="ham")}, KS)
+    assert [c.event_id for c in p.changes] == ["a", "b"]  # ham changes nothing: no marker needed
+    assert p.changes[0].penalties == {"evil.co.uk": 1} and not p.changes[1].penalties
+
+
 def test_defanged_urls_key_like_the_moderation_worker() -> None:
-    p = plan([event(urls=["hxxp://bad[.]example[.]com/p"])], KS)
+    p = plan(ids(event(urls=["hxxp://bad[.]example[.]com/p"])), KS)
     assert ("t:domain:example.com", "reports") in p.increments
     assert ("t:url:http://bad.example.com/p", "reports") in p.increments
 

@@ -9,18 +9,52 @@ from typing import Any
 import redis.asyncio as redis
 
 from workers.keyspace import Keyspace
-from workers.reputation import REPORTS, REPUTATION, SPAM_LABELS, SPAM_POSTS, Bans, DomainCounts, Plan
+from workers.reputation import REPORTS, REPUTATION, SPAM_LABELS, SPAM_POSTS, Applied, Bans, DomainCounts, Plan
 
-# Lower a domain's reputation, clamped at 0 (the scale is [0, 1]); atomic, and one
-# EVALSHA in the pipeline rather than a read-modify-write round trip.
-_LOWER_REPUTATION = f"""
-local v = tonumber(redis.call('HINCRBYFLOAT', KEYS[1], '{REPUTATION}', -tonumber(ARGV[1])))
-if v < 0 then
-  redis.call('HSET', KEYS[1], '{REPUTATION}', 0)
-  v = 0
+# Apply each feedback event's change at most once: its marker (SET NX, with a TTL longer
+# than any redelivery) and its increments and reputation penalties (clamped at 0) go in one
+# atomic script, so a crash can never leave counts applied without the marker or the reverse.
+# ARGV: ttl, step, then per event: marker, n, n x (key, field, amount), m, m x (domain key, labels).
+# Keys travel in ARGV: fine on one node; a Redis Cluster needs them in KEYS and in one slot.
+_APPLY_ONCE = f"""
+local ttl, step = tonumber(ARGV[1]), tonumber(ARGV[2])
+local i, applied = 3, 0
+while i <= #ARGV do
+  local fresh = redis.call('SET', ARGV[i], '1', 'NX', 'EX', ttl)
+  local n = tonumber(ARGV[i + 1])
+  i = i + 2
+  if fresh then
+    applied = applied + 1
+    for j = 0, n - 1 do
+      redis.call('HINCRBY', ARGV[i + 3 * j], ARGV[i + 3 * j + 1], ARGV[i + 3 * j + 2])
+    end
+  end
+  i = i + 3 * n
+  local m = tonumber(ARGV[i])
+  i = i + 1
+  if fresh then
+    for j = 0, m - 1 do
+      local key = ARGV[i + 2 * j]
+      local v = tonumber(redis.call('HINCRBYFLOAT', key, '{REPUTATION}', -step * tonumber(ARGV[i + 2 * j + 1])))
+      if v < 0 then redis.call('HSET', key, '{REPUTATION}', 0) end
+    end
+  end
+  i = i + 2 * m
 end
-return tostring(v)
+return applied
 """
+
+
+def _apply_args(plan: Plan, ks: Keyspace, applied_ttl_s: int, reputation_step: float) -> list[str | int | float]:
+    args: list[str | int | float] = [applied_ttl_s, reputation_step]
+    for c in plan.changes:
+        args += [ks.feedback_applied(c.event_id), len(c.increments)]
+        for (key, field), amount in c.increments.items():
+            args += [key, field, amount]
+        args.append(len(c.penalties))
+        for domain, labels in c.penalties.items():
+            args += [ks.domain(domain), labels]
+    return args
 
 
 def connect(url: str, timeout_s: float) -> redis.Redis:
@@ -50,33 +84,35 @@ class RedisStore:
 
 
 class RedisReputationStore:
-    def __init__(self, url: str, timeout_s: float, keyspace: Keyspace) -> None:
+    def __init__(
+        self, url: str, timeout_s: float, keyspace: Keyspace, reputation_step: float, applied_ttl_s: int
+    ) -> None:
         self.timeout_s = timeout_s
         self.keyspace = keyspace
+        self.reputation_step = reputation_step
+        self.applied_ttl_s = applied_ttl_s
         self._redis = connect(url, timeout_s)
-        self._lower_reputation = self._redis.register_script(_LOWER_REPUTATION)
+        self._apply_once = self._redis.register_script(_APPLY_ONCE)
 
-    async def apply(self, plan: Plan, reputation_step: float) -> tuple[dict[str, DomainCounts], dict[str, int]]:
+    async def apply(self, plan: Plan) -> Applied:
         ks, domains, ips = self.keyspace, sorted(plan.domains), sorted(plan.ips)
         async with asyncio.timeout(self.timeout_s):
             pipe = self._redis.pipeline(transaction=False)
-            for (key, field), amount in plan.increments.items():
-                pipe.hincrby(key, field, amount)
-            for domain, labels in plan.penalties.items():
-                await self._lower_reputation([ks.domain(domain)], [reputation_step * labels], client=pipe)
+            await self._apply_once(args=_apply_args(plan, ks, self.applied_ttl_s, self.reputation_step), client=pipe)
             # Read after the writes on the same connection: the counts include this batch.
             for domain in domains:
                 pipe.hmget(ks.domain(domain), [REPORTS, SPAM_LABELS])
             for ip in ips:
                 pipe.hget(ks.ip(ip), SPAM_POSTS)
-            results: list[Any] = await pipe.execute()
-        reads = results[len(results) - len(domains) - len(ips) :]
-        domain_counts = {
-            d: DomainCounts(reports=int(r or 0), spam_labels=int(s or 0))
-            for d, (r, s) in zip(domains, reads[: len(domains)], strict=True)
-        }
-        ip_counts = {ip: int(n or 0) for ip, n in zip(ips, reads[len(domains) :], strict=True)}
-        return domain_counts, ip_counts
+            applied, *reads = await pipe.execute()
+        return Applied(
+            {
+                d: DomainCounts(reports=int(r or 0), spam_labels=int(s or 0))
+                for d, (r, s) in zip(domains, reads[: len(domains)], strict=True)
+            },
+            {ip: int(n or 0) for ip, n in zip(ips, reads[len(domains) :], strict=True)},
+            duplicates=len(plan.changes) - int(applied),
+        )
 
     async def ban(self, bans: Bans) -> tuple[int, int]:
         async with asyncio.timeout(self.timeout_s):

@@ -6,12 +6,13 @@ dead-letters what is invalid, and applies one aggregated :class:`~workers.reputa
 per batch through the :class:`~workers.clients.ReputationStore` in a single round trip.
 The moderation worker picks the new bans up on its next ban-list refresh.
 
-Delivery is at-least-once: faust acks a batch only after the handler returns, and the
-handler only returns once Redis and the DLQ acknowledged it (transient failures are
-retried, never skipped). A redelivery after a crash, or a retry after a Redis timeout,
-may count a batch twice; the ban thresholds tolerate that, and bans are idempotent set
-adds. One gap is faust's: a graceful stop cancels the agent and acks the batch in hand,
-so stopping while Redis is down can lose that batch (a SIGKILL would not).
+Delivery is at-least-once and counting is exactly-once: faust acks a batch only after the
+handler returns, and the handler only returns once Redis and the DLQ acknowledged it
+(transient failures are retried, never skipped). A redelivery after a crash, or a retry
+after a Redis timeout, counts nothing twice: each event's change is applied atomically
+with a marker under its id (``FeedbackEvent.event_id``, else topic:partition:offset), so
+bans follow exact counts. One gap is faust's: a graceful stop cancels the agent and acks
+the batch in hand, so stopping while Redis is down can lose that batch (a SIGKILL would not).
 """
 
 from workers.feedback.app import main, run_feedback

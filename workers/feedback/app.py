@@ -81,7 +81,13 @@ def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler
 async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set (or faust crashes, which is raised); the batch in hand is settled first."""
     timeout_s = settings.redis_timeout_ms / 1000
-    store = RedisReputationStore(settings.redis_url.get_secret_value(), timeout_s, Keyspace(settings.redis_prefix))
+    store = RedisReputationStore(
+        settings.redis_url.get_secret_value(),
+        timeout_s,
+        Keyspace(settings.redis_prefix),
+        fb.reputation_step,
+        fb.applied_ttl_s,
+    )
     # The project's librdkafka producer (idempotent, acks=all, same security settings)
     # for dead letters: faust's producer cannot be made idempotent outside transactions.
     sink = KafkaSink(settings.producer_conf())
@@ -90,7 +96,6 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
         sink,
         DeadLetters(f"{settings.feedback_topic}.dlq", fb.app_id, settings.dead_letter_max_bytes),
         fb.thresholds(),
-        fb.reputation_step,
         publish_timeout_s=settings.publish_timeout_s,
         retry_max_s=fb.retry_max_s,
     )

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from schemas import FeedbackEvent
 from workers.clients import ReputationStore, Sink
 from workers.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
-from workers.feedback.metrics import BANS, BATCH_SECONDS, DEAD_LETTERS, EVENTS, RETRIES
+from workers.feedback.metrics import BANS, BATCH_SECONDS, DEAD_LETTERS, DUPLICATES, EVENTS, RETRIES
 from workers.records import Failure, InMsg
 from workers.reputation import Thresholds, decide_bans, plan
 from workers.stages.validate import parse as parse_records  # one error format for every DLQ
@@ -23,9 +23,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def parse(msgs: Sequence[InMsg]) -> tuple[list[FeedbackEvent], list[Failure]]:
+def event_id(msg: InMsg, event: FeedbackEvent) -> str:
+    """The producer's id, else the record's place in its topic: the same on every redelivery."""
+    return event.event_id or f"{msg.topic}:{msg.partition}:{msg.offset}"
+
+
+def parse(msgs: Sequence[InMsg]) -> tuple[dict[str, FeedbackEvent], list[Failure]]:
+    """Valid events keyed by :func:`event_id` (a repeat within the batch counts once), and failures."""
     events, failures = parse_records(msgs, FeedbackEvent)
-    return [event for _, event in events], failures
+    return {event_id(msg, event): event for msg, event in events}, failures
 
 
 @dataclass
@@ -36,7 +42,6 @@ class FeedbackHandler:
     sink: Sink
     dlq: DeadLetters
     thresholds: Thresholds
-    reputation_step: float
     publish_timeout_s: float
     retry_max_s: float
 
@@ -48,15 +53,16 @@ class FeedbackHandler:
             DEAD_LETTERS.inc(len(failures))
         if events:
             batch = plan(events, self.store.keyspace)
-            counts = await self._retry("redis", lambda: self.store.apply(batch, self.reputation_step))
-            bans = decide_bans(*counts, self.thresholds)
+            applied = await self._retry("redis", lambda: self.store.apply(batch))
+            DUPLICATES.inc(applied.duplicates)
+            bans = decide_bans(applied.domains, applied.ip_spam_labels, self.thresholds)
             if bans:
                 new_domains, new_ips = await self._retry("redis", lambda: self.store.ban(bans))
                 # Re-confirmed bans are not counted again.
                 BANS.labels("domain").inc(new_domains)
                 BANS.labels("ip").inc(new_ips)
                 log.info("banned domains %s, IPs %s", sorted(bans.domains), sorted(bans.ips))
-            for e in events:
+            for e in events.values():
                 EVENTS.labels(e.kind, e.label).inc()
         BATCH_SECONDS.observe(time.perf_counter() - start)
 

@@ -6,6 +6,9 @@ from prometheus_client import Counter, Histogram
 
 EVENTS = Counter("modstream_feedback_events_total", "Valid feedback events applied", ["kind", "label"])
 DEAD_LETTERS = Counter("modstream_feedback_dead_letters_total", "Invalid feedback records sent to the DLQ")
+DUPLICATES = Counter(
+    "modstream_feedback_duplicates_total", "Feedback events skipped because they had been applied (redeliveries)"
+)
 BANS = Counter("modstream_feedback_bans_total", "Entities newly added to a ban list", ["entity"])
 RETRIES = Counter("modstream_feedback_retries_total", "Transient failures retried", ["dependency"])
 BATCH_SECONDS = Histogram(

@@ -26,6 +26,9 @@ class FeedbackSettings(BaseSettings):
     # Tansu's group join waits about half of this; a real broker is fine with it too.
     session_timeout_s: Annotated[float, Field(gt=0)] = 6.0
     retry_max_s: Annotated[float, Field(gt=0)] = 5.0
+    # How long an applied event's marker is kept: any redelivery must come sooner (faust
+    # commits every few seconds; a week covers a consumer group reset from a backup too).
+    applied_ttl_s: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
 
     def thresholds(self) -> Thresholds:
         return Thresholds(
