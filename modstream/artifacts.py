@@ -67,18 +67,18 @@ def ensure_models(console: Console | None = None) -> Models:
     def build_text(out: Path) -> None:
         from training.text_model import train_text
 
-        train_text(data=None, base=None, out=out)
+        train_text(data=None, base=None, out=out, cache=root)
 
     _build(text_dir, build_text, console, "content model")
     text_version = json.loads((text_dir / "card.json").read_text())["version"]
     decision_dir = root / "decision-model" / content_key(DECISION_CODE, text_version)
 
     def build_decision(out: Path) -> None:
+        from training.corpus import spamassassin_splits
         from training.decision import train_decision
         from training.text_model import onnx_spam_scores
-        from training.textdata import spamassassin_splits
 
-        splits = spamassassin_splits()
+        splits = spamassassin_splits(root)
         train_decision(
             splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=text_version
         )

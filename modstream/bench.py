@@ -35,11 +35,12 @@ from rich.console import Console
 
 from modstream.artifacts import Models, ensure_models
 from modstream.demo import seed_redis
+from modstream.paths import cache_root
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
+from training.corpus import spamassassin_splits
 from training.simulator import Simulator
-from training.textdata import spamassassin_splits
 from workers.adapters.triton import TritonTextModel
 from workers.config import Settings
 from workers.keyspace import Keyspace
@@ -273,7 +274,7 @@ class KafkaBench:
 
 def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
     """Held-out texts (each post its own text when possible) in simulated platform context."""
-    splits = spamassassin_splits()
+    splits = spamassassin_splits(cache_root())
     texts = [*splits.test, *splits.val, *splits.train]
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)

@@ -111,10 +111,11 @@ def train_text(
     seed: Annotated[int | None, typer.Option()] = None,
 ) -> None:
     """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
+    from modstream.paths import cache_root
     from training.text_model import train_text as train
 
     overrides = {k: v for k, v in {"epochs": epochs, "max_length": max_length, "seed": seed}.items() if v is not None}
-    card = train(data=data, base=base, out=out, **overrides)
+    card = train(data=data, base=base, out=out, cache=cache_root(), **overrides)
     print(json.dumps(card, indent=2))
 
 
@@ -147,16 +148,17 @@ def train_decision(
     seed: int = 11,
 ) -> None:
     """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
+    from modstream.paths import cache_root
+    from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
     from training.text_model import onnx_spam_scores
-    from training.textdata import spamassassin_splits
 
     if text_model is None:
         from modstream.artifacts import ensure_models
 
         text_model = ensure_models(console).text
     model_dir = text_model
-    splits = spamassassin_splits()
+    splits = spamassassin_splits(cache_root())
     version = json.loads((model_dir / "card.json").read_text())["version"]
     card = train(
         splits.val,

@@ -19,11 +19,12 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
+from modstream.paths import cache_root
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
+from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
-from training.textdata import spamassassin_splits
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.main import run_moderation
@@ -82,7 +83,7 @@ def _chunks(items: list[bytes], n: int) -> list[list[bytes]]:
 
 def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list[Record], list[Record]]:
     """``(warm-up, replay)``: held-out corpus posts, a few banned-link posts and a few malformed events."""
-    test = spamassassin_splits().test
+    test = spamassassin_splits(cache_root()).test
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, ks, sim.world)
     n_bad, n_banned = max(3, n // 200), max(5, n // 100)

@@ -590,6 +590,7 @@ def train_text(
     max_length: int = DEFAULT_MAX_LENGTH,
     seed: int = DEFAULT_SEED,
     *,
+    cache: Path,
     batch_size: int = DEFAULT_BATCH_SIZE,
     lr: float = DEFAULT_LR,
     evals_per_epoch: int = 2,
@@ -599,7 +600,8 @@ def train_text(
 ) -> dict[str, Any]:
     """Fine-tune, export and evaluate the content model into ``out``; returns the card.
 
-    ``data``: a labelled CSV/JSONL/Parquet file, or None for the SpamAssassin corpus.
+    ``data``: a labelled CSV/JSONL/Parquet file, or None for the SpamAssassin corpus
+    (fetched into and read from ``cache``).
     ``bf16``: bfloat16 autocast for training (None = when the CPU supports it natively;
     ~1.5x faster on AVX512-BF16/AMX). Exports are always float32.
     ``freeze_embeddings``: keep the word-embedding matrix fixed. It is half the
@@ -610,7 +612,7 @@ def train_text(
     out = Path(out)
     _seed_everything(seed)
     torch.set_num_threads(cpu_count())
-    examples = load_labeled(data) if data else load_spamassassin()
+    examples = load_labeled(data) if data else load_spamassassin(cache)
     splits = split(examples, seed)
     init = init_model(base)
     model = init.model
