@@ -76,7 +76,7 @@ def ensure_models(console: Console | None = None) -> Models:
     def build_decision(out: Path) -> None:
         from training.corpus import spamassassin_splits
         from training.decision import train_decision
-        from training.text_model import onnx_spam_scores
+        from training.text_scoring import onnx_spam_scores
 
         splits = spamassassin_splits(root)
         train_decision(

@@ -126,7 +126,7 @@ def eval_text(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Evaluate the content model through the production ONNX path."""
-    from training.text_model import eval_text as evaluate
+    from training.text_scoring import eval_text as evaluate
 
     if model is None:
         from modstream.artifacts import ensure_models
@@ -151,7 +151,7 @@ def train_decision(
     from modstream.paths import cache_root
     from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
-    from training.text_model import onnx_spam_scores
+    from training.text_scoring import onnx_spam_scores
 
     if text_model is None:
         from modstream.artifacts import ensure_models
