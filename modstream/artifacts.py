@@ -7,7 +7,6 @@ the training code retrains once, and every later run (CI included) reuses the re
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from modstream.paths import cache_root
+from workers.cards import CARD_FILE, TextModelCard
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_CODE = ("training/corpus.py", "training/textdata.py", "training/text_model.py")
@@ -48,7 +48,7 @@ def content_key(files: Iterable[str], *extra: str) -> str:
 
 def _build(target: Path, build: Callable[[Path], None], console: Console, what: str) -> None:
     """Build into a scratch dir and rename, so an interrupted run never leaves a half model."""
-    if (target / "card.json").exists():
+    if (target / CARD_FILE).exists():
         console.print(f"[green]✓[/] {what}: cached at {target}")
         return
     scratch = target.with_name(target.name + ".partial")
@@ -70,7 +70,7 @@ def ensure_models(console: Console | None = None) -> Models:
         train_text(data=None, base=None, out=out, cache=root)
 
     _build(text_dir, build_text, console, "content model")
-    text_version = json.loads((text_dir / "card.json").read_text())["version"]
+    text_version = TextModelCard.load(text_dir).version
     decision_dir = root / "decision-model" / content_key(DECISION_CODE, text_version)
 
     def build_decision(out: Path) -> None:

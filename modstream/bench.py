@@ -42,6 +42,7 @@ from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from training.corpus import spamassassin_splits
 from training.simulator import Simulator
 from workers.adapters.triton import TritonTextModel
+from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.stages.score import ScoreCache, TextScorer
@@ -99,7 +100,7 @@ def model_only(
     Two layouts: one session using every core, and one single-threaded session per core
     (what Triton's CPU instances do). The ceiling is the best of both.
     """
-    card = json.loads((models.text / "card.json").read_text())
+    card = TextModelCard.load(models.text)
     cores = os.cpu_count() or 1
     seqs = TextEncoder(models.text / "tokenizer.json", max_len).tokenize(texts)
     seqs.sort(key=len)
@@ -108,7 +109,7 @@ def model_only(
         n_sessions, threads = n_sessions or cores, threads or cores
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
-        model_path = str(models.text / (serving or card["serving_model"]))
+        model_path = str(models.text / (serving or card.serving_model))
         sessions = [
             ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"]) for _ in range(n_sessions)
         ]
@@ -342,10 +343,10 @@ def plots(result: BenchResult, sweep: dict[str, dict[int, float]], latencies: li
 def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
-    card = json.loads((models.text / "card.json").read_text())
-    max_len = int(card.get("max_length", 128))
+    card = TextModelCard.load(models.text)
+    max_len = card.max_length
     result = BenchResult(posts=posts)
-    d: dict[str, object] = {"serving_model": card["serving_model"], "max_length": max_len, "cpus": os.cpu_count()}
+    d: dict[str, object] = {"serving_model": card.serving_model, "max_length": max_len, "cpus": os.cpu_count()}
     step = console.status
     repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
     naive_model = MODEL_NAME
@@ -363,7 +364,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         result.model_only_posts_per_s = round(ceiling, 1)
         d["model_only_best"] = {"layout": layout, "batch": batch}
         d["model_only_by_batch"] = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
-        if card["serving_model"] != "model.onnx" and (models.text / "model.onnx").exists():
+        if card.serving_model != "model.onnx" and (models.text / "model.onnx").exists():
             with step("   lever: fp32 vs int8"):
                 fp32 = model_only(models, texts, max_len, "model.onnx")
             d["model_only_fp32_posts_per_s"] = round(best(fp32)[2], 1)

@@ -116,7 +116,7 @@ def train_text(
 
     overrides = {k: v for k, v in {"epochs": epochs, "max_length": max_length, "seed": seed}.items() if v is not None}
     card = train(data=data, base=base, out=out, cache=cache_root(), **overrides)
-    print(json.dumps(card, indent=2))
+    print(card.model_dump_json(indent=2))
 
 
 @app.command("eval-text")
@@ -152,6 +152,7 @@ def train_decision(
     from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
     from training.text_scoring import onnx_spam_scores
+    from workers.cards import TextModelCard
 
     if text_model is None:
         from modstream.artifacts import ensure_models
@@ -159,7 +160,7 @@ def train_decision(
         text_model = ensure_models(console).text
     model_dir = text_model
     splits = spamassassin_splits(cache_root())
-    version = json.loads((model_dir / "card.json").read_text())["version"]
+    version = TextModelCard.load(model_dir).version
     card = train(
         splits.val,
         splits.test,
@@ -169,7 +170,7 @@ def train_decision(
         seed=seed,
         text_version=version,
     )
-    print(json.dumps({k: card[k] for k in ("version", "thresholds", "validation", "test")}, indent=2))
+    print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
 
 
 @app.command("build-repo")

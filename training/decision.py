@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,10 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from training.simulator import KS, SimPost, Simulator, World
 from training.textdata import Example
+from workers.cards import DecisionModelCard, Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, assemble
 from workers.records import InMsg, Post
-from workers.stages.decide import Thresholds, facts_of
+from workers.stages.decide import facts_of
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
@@ -152,7 +152,7 @@ def train_decision(
     n_posts: int = 24_000,
     seed: int = 11,
     text_version: str = "unknown",
-) -> dict[str, object]:
+) -> DecisionModelCard:
     """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``."""
     from training.plots import feature_importance, pr_curve, roc
 
@@ -186,26 +186,26 @@ def train_decision(
     booster.save_model(str(out / "model.txt"), num_iteration=booster.best_iteration)
     version = hashlib.sha256((out / "model.txt").read_bytes()).hexdigest()[:12]
     gain = booster.feature_importance("gain")
-    card: dict[str, object] = {
-        "version": version,
-        "features": list(FEATURES),
-        "feature_version": FEATURE_VERSION,
-        "thresholds": {"block": th.block, "allow": th.allow},
-        "targets": {"block_precision": 0.99, "allow_npv": 0.995},
-        "best_iteration": booster.best_iteration,
-        "text_model_version": text_version,
-        "rows": {k: len(v[1]) for k, v in parts.items()},
-        "validation": evaluate(yv, np.asarray(pv), th).__dict__,
-        "test": evaluate(ys, ps, th).__dict__,
-        "importance_gain": dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
-        "simulator": {
+    card = DecisionModelCard(
+        version=version,
+        features=list(FEATURES),
+        feature_version=FEATURE_VERSION,
+        thresholds=th,
+        targets={"block_precision": 0.99, "allow_npv": 0.995},
+        best_iteration=booster.best_iteration,
+        text_model_version=text_version,
+        rows={k: len(v[1]) for k, v in parts.items()},
+        validation=evaluate(yv, np.asarray(pv), th).__dict__,
+        test=evaluate(ys, ps, th).__dict__,
+        importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
+        simulator={
             "seed": seed,
             "posts": n_posts,
             "degraded_text_share": DEGRADED_TEXT_SHARE,
             "degraded_redis_share": DEGRADED_REDIS_SHARE,
         },
-    }
-    (out / "card.json").write_text(json.dumps(card, indent=2))
+    )
+    card.save(out)
     roc(ys, ps, out / "roc.png", title="Decision model ROC (simulated test)")
     pr_curve(ys, ps, out / "pr_curve.png", title="Decision model precision/recall (simulated test)")
     feature_importance(list(FEATURES), gain, out / "importance.png", title="Decision model feature importance (gain)")

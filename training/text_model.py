@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import random
 import shutil
 import time
@@ -46,6 +45,7 @@ from training.text_scoring import (
     session,
 )
 from training.textdata import Splits, data_hash, load_labeled, split
+from workers.cards import CARD_FILE, TextModelCard
 from workers.textenc import TextEncoder, spam_prob
 
 # Defaults for the stock SpamAssassin run: ~10 min on a 2-core CPU, test F1 >= 0.95.
@@ -250,7 +250,7 @@ def train_text(
     patience: int = 2,
     bf16: bool | None = None,
     freeze_embeddings: bool = True,
-) -> dict[str, Any]:
+) -> TextModelCard:
     """Fine-tune, export and evaluate the content model into ``out``; returns the card.
 
     ``data``: a labelled CSV/JSONL/Parquet file, or None for the SpamAssassin corpus
@@ -272,7 +272,7 @@ def train_text(
     bf16 = _bf16_supported() if bf16 is None else bf16
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "card.json").unlink(missing_ok=True)  # the card marks a complete model dir; written last
+    (out / CARD_FILE).unlink(missing_ok=True)  # the card marks a complete model dir; written last
     hf_dir = out / "hf"
     init.tokenizer.save_pretrained(hf_dir)
     shutil.copyfile(hf_dir / "tokenizer.json", out / "tokenizer.json")
@@ -299,28 +299,28 @@ def train_text(
     evaluation = _export_and_evaluate(model, encoder, splits, out, seed)
     evaluation["file_bytes"]["hf"] = _dir_size(hf_dir)
 
-    card: dict[str, Any] = {
-        "version": evaluation.pop("version"),
-        "serving_model": evaluation.pop("serving_model"),
-        "base": init.name,
-        "architecture": type(model).__name__,
-        "data": str(data) if data else "spamassassin",
-        "data_hash": data_hash(examples),
-        "split_sizes": {"train": len(splits.train), "val": len(splits.val), "test": len(splits.test)},
-        "param_count": sum(p.numel() for p in model.parameters()),
-        "max_length": max_length,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "lr": lr,
-        "seed": seed,
-        "bf16_training": bf16,
-        "frozen_word_embeddings": freeze_embeddings,
-        "threshold": THRESHOLD,
+    card = TextModelCard(
+        version=evaluation.pop("version"),
+        serving_model=evaluation.pop("serving_model"),
+        base=init.name,
+        architecture=type(model).__name__,
+        data=str(data) if data else "spamassassin",
+        data_hash=data_hash(examples),
+        split_sizes={"train": len(splits.train), "val": len(splits.val), "test": len(splits.test)},
+        param_count=sum(p.numel() for p in model.parameters()),
+        max_length=max_length,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        bf16_training=bf16,
+        frozen_word_embeddings=freeze_embeddings,
+        threshold=THRESHOLD,
         **loop,
         **evaluation,
-        "train_seconds": train_seconds,
-        "total_seconds": time.perf_counter() - started,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+        train_seconds=train_seconds,
+        total_seconds=time.perf_counter() - started,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    card.save(out)
     return card

@@ -6,7 +6,6 @@ so what is measured here is what production computes.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from rich.progress import (
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
 from training.textdata import load_labeled
+from workers.cards import TextModelCard
 from workers.textenc import TextEncoder, spam_prob
 
 FloatArray = npt.NDArray[np.float32]
@@ -142,19 +142,11 @@ def metrics(y_true: npt.ArrayLike, y_score: npt.ArrayLike, threshold: float = TH
     }
 
 
-def _card(model_dir: Path) -> dict[str, Any]:
-    path = Path(model_dir) / "card.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: train a text model first (modstream train-text)")
-    card: dict[str, Any] = json.loads(path.read_text())
-    return card
-
-
 def onnx_spam_scores(model_dir: Path, texts: Sequence[str], show_progress: bool = False) -> FloatArray:
     """Spam probabilities from the card's serving ONNX model, exactly as the worker computes them."""
-    card = _card(model_dir)
-    encoder = TextEncoder(Path(model_dir) / "tokenizer.json", card["max_length"])
-    return score_texts(session(Path(model_dir) / card["serving_model"]), encoder, texts, show_progress)
+    card = TextModelCard.load(model_dir)
+    encoder = TextEncoder(Path(model_dir) / "tokenizer.json", card.max_length)
+    return score_texts(session(Path(model_dir) / card.serving_model), encoder, texts, show_progress)
 
 
 def eval_text(data: Path, model_dir: Path) -> dict[str, Any]:

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import lightgbm as lgb
 import numpy as np
 
+from workers.cards import Thresholds
 from workers.features import FEATURES
 from workers.records import InMsg
-from workers.stages.decide import DecisionModel, Thresholds
+from workers.stages.decide import DecisionModel
 
 
 def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:

@@ -6,8 +6,9 @@ import pytest
 
 from tests.unit.fakes import tiny_decision_model
 from training.decision import choose_thresholds, evaluate
+from workers.cards import Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
-from workers.stages.decide import DecisionModel, Thresholds, top_reasons
+from workers.stages.decide import DecisionModel, top_reasons
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 
-from schemas import Decision, Reason, ReasonCode
+from schemas import Reason, ReasonCode
+from workers.cards import DecisionModelCard, Thresholds
 from workers.features import FEATURES, PostFacts, Profile, assemble, check_contract
 from workers.records import Outcome, Post, verdict_for
 
@@ -29,19 +28,6 @@ _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "ip": "ip_history",
     "journey": "journey",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """``block`` at and above, ``allow`` below, ``review`` in between."""
-
-    block: float
-    allow: float
-
-    def classify(self, prob: float) -> Decision:
-        if prob >= self.block:
-            return "block"
-        return "allow" if prob < self.allow else "review"
 
 
 def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64], float]:
@@ -86,10 +72,10 @@ class DecisionModel:
 
     @classmethod
     def load(cls, directory: Path) -> DecisionModel:
-        card = json.loads((directory / "card.json").read_text())
-        check_contract(card["features"], card["feature_version"])
+        card = DecisionModelCard.load(directory)
+        check_contract(card.features, card.feature_version)
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
-        return cls(booster, Thresholds(**card["thresholds"]), card["version"])
+        return cls(booster, card.thresholds, card.version)
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(spam probability, per-feature contributions to the raw score) for a batch."""
