@@ -36,7 +36,7 @@ console = Console(stderr=True)
 
 
 @dataclass
-class BaseModel:
+class BaseCheckpoint:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     name: str  # what the card records as the base
@@ -125,14 +125,14 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return answered[0]
 
 
-def _from_pretrained(base: str) -> BaseModel:
+def _from_pretrained(base: str) -> BaseCheckpoint:
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=2)
     if model.config.model_type != "distilbert":
         raise ValueError(f"base {base!r} is a {model.config.model_type} model; the serving model must be DistilBERT")
-    return BaseModel(model, AutoTokenizer.from_pretrained(base), base)
+    return BaseCheckpoint(model, AutoTokenizer.from_pretrained(base), base)
 
 
-def init_model(base: str | None = None) -> BaseModel:
+def init_model(base: str | None = None) -> BaseCheckpoint:
     """The model to fine-tune, with its tokenizer; labels are named ham (0) and spam (1).
 
     ``base``: a local HF directory or hub id (DistilBERT), ``"minilm"`` for the
@@ -145,7 +145,7 @@ def init_model(base: str | None = None) -> BaseModel:
     return init
 
 
-def _init_model(base: str | None) -> BaseModel:
+def _init_model(base: str | None) -> BaseCheckpoint:
     if base is None:
         if _hub_reachable():
             try:
@@ -156,5 +156,5 @@ def _init_model(base: str | None) -> BaseModel:
             console.print(f"Hugging Face hub unreachable; initialising from {MINILM_NAME}")
         base = MINILM_BASE
     if base == MINILM_BASE:
-        return BaseModel(minilm_distilbert(), AutoTokenizer.from_pretrained(minilm_dir()), MINILM_NAME)
+        return BaseCheckpoint(minilm_distilbert(), AutoTokenizer.from_pretrained(minilm_dir()), MINILM_NAME)
     return _from_pretrained(base)

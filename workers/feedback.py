@@ -45,9 +45,11 @@ from workers.reputation import (
     Bans,
     DomainCounts,
     Plan,
-    Thresholds,
     decide_bans,
     plan,
+)
+from workers.reputation import (
+    BanThresholds as Thresholds,
 )
 from workers.stages.publish import dead_letter
 from workers.stages.validate import parse as parse_records  # one error format for every DLQ

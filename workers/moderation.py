@@ -79,8 +79,8 @@ class ModerationWorker:
             blocked, rest = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
         (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
         with timed(decide.STAGE):
-            degraded = " and ".join(c for c, down in (("redis", no_redis), ("text model", no_text)) if down)
-            decided = decide.decide(rest, profiles, probs, self.decision, self.versions, degraded or None)
+            unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
+            decided = decide.decide(rest, profiles, probs, self.decision, self.versions, unavailable)
         with timed(publish.STAGE):
             settlement = publish.publish(
                 msgs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightgbm as lgb
@@ -18,6 +19,23 @@ from workers.records import Outcome, Post, verdict_for
 STAGE = "decide"
 FloatArray = npt.NDArray[np.float64]
 TOP_REASONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """The inputs a batch is decided without. Any of them makes its verdicts ``degraded``."""
+
+    redis: bool = False  # no history: every profile is empty
+    text_model: bool = False  # no text score
+
+    def __bool__(self) -> bool:
+        return self.redis or self.text_model
+
+    @property
+    def reason(self) -> Reason:
+        names = [name for name, down in (("redis", self.redis), ("text model", self.text_model)) if down]
+        return Reason(code="degraded", detail=f"decided without {' and '.join(names)}")
+
 
 _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "text": "text_model",
@@ -118,9 +136,8 @@ def decide(
     text_probs: Sequence[float | None],
     model: DecisionModel,
     model_versions: dict[str, str],
-    degraded: str | None,
+    unavailable: Unavailable,
 ) -> list[Outcome]:
-    """``degraded`` names what was unavailable (text model, Redis), or is None."""
     if not posts:
         return []
     rows = np.array(
@@ -131,8 +148,8 @@ def decide(
     outcomes = []
     for post, row, prob, contrib, tp in zip(posts, rows, probs, contribs, text_probs, strict=True):
         reasons = top_reasons(row, contrib)
-        if degraded:
-            reasons.append(Reason(code="degraded", detail=f"decided without {degraded}"))
+        if unavailable:
+            reasons.append(unavailable.reason)
         stage_scores = {"decision": float(prob)} | ({} if tp is None else {"text": tp})
         outcomes.append(
             verdict_for(
@@ -142,7 +159,7 @@ def decide(
                 reasons=reasons,
                 stage_scores=stage_scores,
                 model_versions=model_versions,
-                degraded=degraded is not None,
+                degraded=bool(unavailable),
             )
         )
     return outcomes
