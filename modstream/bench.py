@@ -25,12 +25,13 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from confluent_kafka import Producer
+from pydantic import SecretStr
 from rich.console import Console
 
 from modstream.artifacts import Models, ensure_models
@@ -53,6 +54,38 @@ BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 NAIVE_MODEL = "spam_text_naive"
 
 
+CpuSeconds = dict[str, float]  # service -> CPU seconds spent during a phase
+
+
+@dataclass
+class BenchDetails:
+    """``bench.json``'s ``details``: what each phase measured beyond the headline rates."""
+
+    serving_model: str
+    max_length: int
+    cpus: int | None
+    model_only_best: dict[str, str | int] = field(default_factory=dict)  # layout and batch size
+    model_only_by_batch: dict[str, dict[str, float]] = field(default_factory=dict)
+    model_only_fp32_posts_per_s: float | None = None  # measured when the serving model is int8
+    triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
+    pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
+    naive_int8_posts_per_s: float = 0.0
+    short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
+    latency_offered_posts_per_s: float = 0.0
+    latency_cpu_s: CpuSeconds = field(default_factory=dict)
+    lost_by_phase: dict[str, int] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in asdict(self).items():
+            if key == "triton_in_flight":
+                out |= {f"triton_in_flight_{n}": rate for n, rate in value.items()}
+            elif value is not None:
+                out[key] = value
+        return out
+
+
 @dataclass
 class BenchResult:
     posts: int
@@ -64,7 +97,7 @@ class BenchResult:
     short_circuit_posts_per_s: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
-    details: dict[str, object] = field(default_factory=dict)
+    details: BenchDetails | None = None
 
     def summary(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "details"}
@@ -156,24 +189,18 @@ def triton_only(
 
 # -- 3-6. through Kafka, with the worker in its own process -------------------------------------
 def worker_env(s: Settings) -> dict[str, str]:
-    env = {
-        "MODSTREAM_KAFKA_BOOTSTRAP": s.kafka_bootstrap,
-        "MODSTREAM_REDIS_URL": s.redis_url.get_secret_value(),
-        "MODSTREAM_TRITON_URL": s.triton_url,
-        "MODSTREAM_MODEL_DIR": str(s.model_dir),
-        "MODSTREAM_REDIS_PREFIX": s.redis_prefix,
-        "MODSTREAM_GROUP_ID": s.group_id,
-        "MODSTREAM_INPUT_TOPIC": s.input_topic,
-        "MODSTREAM_OUTPUT_TOPIC": s.output_topic,
-        "MODSTREAM_DLQ_TOPIC": s.dlq_topic,
-        "MODSTREAM_METRICS_PORT": "0",
-        "MODSTREAM_TEXT_CACHE_SIZE": str(s.text_cache_size),
-        "MODSTREAM_BATCH_MAX_SIZE": str(s.batch_max_size),
-        "MODSTREAM_TRITON_MAX_IN_FLIGHT": str(s.triton_max_in_flight),
-        "MODSTREAM_TRITON_SUB_BATCH": str(s.triton_sub_batch),
-        "MODSTREAM_TRITON_MODEL": s.triton_model,
-    }
-    return {**os.environ, **env}
+    """This environment with every setting of ``s`` as its ``MODSTREAM_*`` variable, so the worker
+    process runs with exactly ``s``."""
+    env = dict(os.environ)
+    for name in Settings.model_fields:
+        value = getattr(s, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value is None:
+            env.pop(f"MODSTREAM_{name.upper()}", None)  # unset is how a setting says None
+        else:  # pydantic-settings parses complex values (dicts) as JSON
+            env[f"MODSTREAM_{name.upper()}"] = json.dumps(value) if isinstance(value, dict) else str(value)
+    return env
 
 
 @contextmanager
@@ -346,7 +373,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
     card = TextModelCard.load(models.text)
     max_len = card.max_length
     result = BenchResult(posts=posts)
-    d: dict[str, object] = {"serving_model": card.serving_model, "max_length": max_len, "cpus": os.cpu_count()}
+    d = BenchDetails(serving_model=card.serving_model, max_length=max_len, cpus=os.cpu_count())
     step = console.status
     repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
     naive_model = MODEL_NAME
@@ -362,34 +389,34 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             sweep = model_only(models, texts, max_len)
         layout, batch, ceiling = best(sweep)
         result.model_only_posts_per_s = round(ceiling, 1)
-        d["model_only_best"] = {"layout": layout, "batch": batch}
-        d["model_only_by_batch"] = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
+        d.model_only_best = {"layout": layout, "batch": batch}
+        d.model_only_by_batch = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
         if card.serving_model != "model.onnx" and (models.text / "model.onnx").exists():
             with step("   lever: fp32 vs int8"):
                 fp32 = model_only(models, texts, max_len, "model.onnx")
-            d["model_only_fp32_posts_per_s"] = round(best(fp32)[2], 1)
+            d.model_only_fp32_posts_per_s = round(best(fp32)[2], 1)
         defaults = Settings()
         with step("2/6 triton only"):
             for inflight in (1, defaults.triton_max_in_flight):
                 rate = triton_only(ep, models, texts, max_len, inflight, defaults.triton_sub_batch)
-                d[f"triton_in_flight_{inflight}"] = round(rate, 1)
-        result.triton_posts_per_s = d[f"triton_in_flight_{defaults.triton_max_in_flight}"]  # type: ignore[assignment]
+                d.triton_in_flight[inflight] = round(rate, 1)
+        result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
         with step("3/6 full pipeline"):
             pipe = kb.run(records)
         result.pipeline_posts_per_s = round(pipe.rate, 1)
-        d["pipeline_cpu_s"] = pipe.cpu_s
+        d.pipeline_cpu_s = pipe.cpu_s
         with step("4/6 naive baseline (one post at a time)"):
             one_at_a_time: dict[str, object] = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)
-        d["naive_int8_posts_per_s"] = round(naive_int8.rate, 1)
+        d.naive_int8_posts_per_s = round(naive_int8.rate, 1)
         with step("5/6 short-circuit path"):
             banned = build_posts(posts * 5, 8, ep.redis_url, banned=True)
             sc = kb.run(banned, batch_max_size=1000)
         result.short_circuit_posts_per_s = round(sc.rate, 1)
-        d["short_circuit_cpu_s"] = sc.cpu_s
+        d.short_circuit_cpu_s = sc.cpu_s
         load = 0.5 * pipe.rate
         with step(f"6/6 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
             n_lat = int(load * latency_s)
@@ -397,16 +424,16 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             lat = kb.run(lat_records, rate=load)
         result.p50_ms = round(float(np.percentile(lat.latencies_ms, 50)), 1)
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
-        d["latency_offered_posts_per_s"] = round(load, 1)
-        d["latency_cpu_s"] = lat.cpu_s
+        d.latency_offered_posts_per_s = round(load, 1)
+        d.latency_cpu_s = lat.cpu_s
         phases = {"pipeline": pipe, "naive": naive, "naive_int8": naive_int8, "short_circuit": sc, "latency": lat}
         result.lost = sum(p.lost for p in phases.values())
-        d["lost_by_phase"] = {name: p.lost for name, p in phases.items()}
-        d["ratios"] = {
+        d.lost_by_phase = {name: p.lost for name, p in phases.items()}
+        d.ratios = {
             "pipeline_over_model_only": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
             "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
         }
         result.details = d
         plots(result, sweep, lat.latencies_ms, out)
-    (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d}, indent=2))
+    (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d.to_json()}, indent=2))
     return result
