@@ -273,7 +273,7 @@ class KafkaBench:
         them with a lazy consumer; paced runs time outputs by when they are read."""
         s = self.settings(**overrides)
         create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1})
-        collector = Collector(s, f"collector-{s.group_id}", fetch_wait_ms=500 if rate is None else None)
+        collector = Collector(s, f"collector-{s.group_id}", fetch_wait_s=0.5 if rate is None else None)
         warm = relabel(records[:16], "warm")
         try:
             with worker_process(s, self.work / "worker.log") as proc:

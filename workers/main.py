@@ -28,8 +28,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     text_dir = settings.model_dir / "text"
     max_tokens = settings.max_tokens or TextModelCard.load(text_dir).max_length
     encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens)
-    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_ms / 1000)
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_ms / 1000)
+    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
     try:
         await model.connect()

@@ -55,7 +55,7 @@ class ModerationWorker:
         in_flight: deque[asyncio.Task[None]] = deque()
         try:
             while not stop.is_set():
-                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_ms / 1000)
+                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_s)
                 if msgs:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
                 # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.
