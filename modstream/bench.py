@@ -47,7 +47,7 @@ from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.stages.score import ScoreCache, TextScorer
-from workers.textenc import TextEncoder, pad
+from workers.textenc import IntArray, TextEncoder, pad
 
 CLK = os.sysconf("SC_CLK_TCK")
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
@@ -158,7 +158,7 @@ def model_only(
     return out
 
 
-def _run_all(sess: ort.InferenceSession, batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+def _run_all(sess: ort.InferenceSession, batches: Sequence[tuple[IntArray, IntArray]]) -> None:
     for ids, mask in batches:
         sess.run(["logits"], {"input_ids": ids, "attention_mask": mask})
 
@@ -407,7 +407,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
         with step("4/6 naive baseline (one post at a time)"):
-            one_at_a_time: dict[str, object] = {"batch_max_size": 1, "triton_max_in_flight": 1}
+            one_at_a_time = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)

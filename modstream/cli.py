@@ -112,10 +112,18 @@ def train_text(
 ) -> None:
     """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
     from modstream.paths import cache_root
+    from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
 
-    overrides = {k: v for k, v in {"epochs": epochs, "max_length": max_length, "seed": seed}.items() if v is not None}
-    card = train(data=data, base=base, out=out, cache=cache_root(), **overrides)
+    card = train(
+        data=data,
+        base=base,
+        out=out,
+        cache=cache_root(),
+        epochs=DEFAULT_EPOCHS if epochs is None else epochs,
+        max_length=DEFAULT_MAX_LENGTH if max_length is None else max_length,
+        seed=DEFAULT_SEED if seed is None else seed,
+    )
     print(card.model_dump_json(indent=2))
 
 
@@ -195,7 +203,7 @@ def build_repo(
         from modstream.artifacts import ensure_models
 
         model = ensure_models(console).text
-    defaults = RepoOptions.for_target(target)  # type: ignore[arg-type]  # checked against TARGETS above
+    defaults = RepoOptions.for_target(target)  # narrowed by the TARGETS check above
     given: dict[str, object] = {
         "max_batch_size": max_batch_size,
         "max_queue_delay_us": queue_delay_us,
@@ -204,7 +212,7 @@ def build_repo(
     if max_batch_size is not None:  # preferred sizes must stay within the maximum
         given["preferred_batch_sizes"] = tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
     options = replace(defaults, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
-    path = build(target, model, out, options, plan=plan)  # type: ignore[arg-type]
+    path = build(target, model, out, options, plan=plan)
     console.print(f"wrote {target} repository to {path}")
 
 

@@ -64,7 +64,7 @@ def seed_redis(url: str, ks: Keyspace, world: World) -> int:
     client = redis.Redis.from_url(url, socket_timeout=10)
     pipe = client.pipeline(transaction=False)
     for key, fields in world.hashes.items():
-        pipe.hset(ks.prefix + key, mapping=fields)
+        pipe.hset(ks.prefix + key, mapping=fields)  # type: ignore[arg-type]  # redis's stubs: invariant key union
     pipe.sadd(ks.banned_domains, *world.banned_domains)
     pipe.sadd(ks.banned_ips, *world.banned_ips)
     pipe.execute()
@@ -133,7 +133,7 @@ def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Su
 def worker_settings(ep: Endpoints, model_dir: Path, run: str) -> Settings:
     return Settings(
         kafka_bootstrap=ep.kafka_bootstrap,
-        redis_url=ep.redis_url,  # type: ignore[arg-type]  # pydantic wraps it in SecretStr
+        redis_url=ep.redis_url,  # pydantic wraps it in SecretStr
         triton_url=ep.triton_grpc,
         model_dir=model_dir,
         redis_prefix=f"modstream-demo:{run}:",

@@ -38,7 +38,7 @@ def export_onnx(model: PreTrainedModel, path: Path, opset: int = ONNX_OPSET) -> 
     axes = {0: "batch", 1: "seq"}
     with torch.no_grad(), warnings.catch_warnings():
         # Tracer notes on shape checks that are constant for this model; parity checks catch real issues.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # type: ignore[attr-defined]  # not in torch.jit.__all__
         warnings.filterwarnings("ignore", message="Exporting aten::index", category=UserWarning)
         torch.onnx.export(
             # eval() on the wrapper too: the exporter restores the wrapper's mode afterwards,
