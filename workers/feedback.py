@@ -48,9 +48,7 @@ from workers.reputation import (
     decide_bans,
     plan,
 )
-from workers.reputation import (
-    BanThresholds as Thresholds,
-)
+from workers.reputation import BanThresholds as Thresholds
 from workers.stages.publish import dead_letter
 from workers.stages.validate import parse as parse_records  # one error format for every DLQ
 
