@@ -2,12 +2,13 @@
 
 A model directory's key hashes the code and settings that produce it, so editing
 the training code retrains once, and every later run (CI included) reuses the result.
+The code is every project file the training entry module imports, directly or not,
+so the key can neither miss a file nor retrain for one training never reads.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,19 +16,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from modstream.imports import ROOT, import_graph, module_files, reachable
 from modstream.paths import cache_root
+from workers.cards import CARD_FILE, TextModelCard
 
-ROOT = Path(__file__).resolve().parent.parent
-TEXT_CODE = ("training/corpus.py", "training/textdata.py", "training/text_model.py")
-DECISION_CODE = (
-    "training/simulator.py",
-    "training/decision.py",
-    "workers/features.py",
-    "workers/urls.py",
-    "workers/stages/enrich.py",
-    "workers/stages/decide.py",
-    "schemas/events.py",
-)
+# The packages training code can import (modstream/ sits above training).
+CODE_PACKAGES = ("schemas", "workers", "training")
+TEXT_ENTRY = "training.text_model"
+DECISION_ENTRY = "training.decision"
 
 
 @dataclass(frozen=True)
@@ -35,6 +31,12 @@ class Models:
     text: Path  # tokenizer.json, card.json, model.onnx, model.int8.onnx
     decision: Path  # model.txt, card.json
     bundle: Path  # text/ and decision/ side by side: what MODSTREAM_MODEL_DIR points at
+
+
+def code_files(entry: str) -> list[str]:
+    """The project files (relative to the repository root) that importing ``entry`` runs, sorted."""
+    files = module_files(CODE_PACKAGES)
+    return sorted(str(files[name].relative_to(ROOT)) for name in reachable(import_graph(CODE_PACKAGES), [entry]))
 
 
 def content_key(files: Iterable[str], *extra: str) -> str:
@@ -48,7 +50,7 @@ def content_key(files: Iterable[str], *extra: str) -> str:
 
 def _build(target: Path, build: Callable[[Path], None], console: Console, what: str) -> None:
     """Build into a scratch dir and rename, so an interrupted run never leaves a half model."""
-    if (target / "card.json").exists():
+    if (target / CARD_FILE).exists():
         console.print(f"[green]✓[/] {what}: cached at {target}")
         return
     scratch = target.with_name(target.name + ".partial")
@@ -62,23 +64,23 @@ def _build(target: Path, build: Callable[[Path], None], console: Console, what: 
 def ensure_models(console: Console | None = None) -> Models:
     console = console or Console(stderr=True)
     root = cache_root()
-    text_dir = root / "text-model" / content_key(TEXT_CODE, "defaults")
+    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults")
 
     def build_text(out: Path) -> None:
         from training.text_model import train_text
 
-        train_text(data=None, base=None, out=out)
+        train_text(data=None, base=None, out=out, cache=root)
 
     _build(text_dir, build_text, console, "content model")
-    text_version = json.loads((text_dir / "card.json").read_text())["version"]
-    decision_dir = root / "decision-model" / content_key(DECISION_CODE, text_version)
+    text_version = TextModelCard.load(text_dir).version
+    decision_dir = root / "decision-model" / content_key(code_files(DECISION_ENTRY), text_version)
 
     def build_decision(out: Path) -> None:
+        from training.corpus import spamassassin_splits
         from training.decision import train_decision
-        from training.text_model import onnx_spam_scores
-        from training.textdata import spamassassin_splits
+        from training.text_scoring import onnx_spam_scores
 
-        splits = spamassassin_splits()
+        splits = spamassassin_splits(root)
         train_decision(
             splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=text_version
         )

@@ -25,30 +25,65 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from confluent_kafka import Producer
+from pydantic import SecretStr
 from rich.console import Console
 
 from modstream.artifacts import Models, ensure_models
 from modstream.demo import seed_redis
+from modstream.paths import cache_root
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
+from training.corpus import spamassassin_splits
 from training.simulator import Simulator
-from training.textdata import spamassassin_splits
 from workers.adapters.triton import TritonTextModel
+from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.stages.score import ScoreCache, TextScorer
-from workers.textenc import TextEncoder, pad
+from workers.textenc import IntArray, TextEncoder, pad
 
 CLK = os.sysconf("SC_CLK_TCK")
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 NAIVE_MODEL = "spam_text_naive"
+
+
+CpuSeconds = dict[str, float]  # service -> CPU seconds spent during a phase
+
+
+@dataclass
+class BenchDetails:
+    """``bench.json``'s ``details``: what each phase measured beyond the headline rates."""
+
+    serving_model: str
+    max_length: int
+    cpus: int | None
+    model_only_best: dict[str, str | int] = field(default_factory=dict)  # layout and batch size
+    model_only_by_batch: dict[str, dict[str, float]] = field(default_factory=dict)
+    model_only_fp32_posts_per_s: float | None = None  # measured when the serving model is int8
+    triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
+    pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
+    naive_int8_posts_per_s: float = 0.0
+    short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
+    latency_offered_posts_per_s: float = 0.0
+    latency_cpu_s: CpuSeconds = field(default_factory=dict)
+    lost_by_phase: dict[str, int] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in asdict(self).items():
+            if key == "triton_in_flight":
+                out |= {f"triton_in_flight_{n}": rate for n, rate in value.items()}
+            elif value is not None:
+                out[key] = value
+        return out
 
 
 @dataclass
@@ -62,7 +97,7 @@ class BenchResult:
     short_circuit_posts_per_s: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
-    details: dict[str, object] = field(default_factory=dict)
+    details: BenchDetails | None = None
 
     def summary(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "details"}
@@ -98,7 +133,7 @@ def model_only(
     Two layouts: one session using every core, and one single-threaded session per core
     (what Triton's CPU instances do). The ceiling is the best of both.
     """
-    card = json.loads((models.text / "card.json").read_text())
+    card = TextModelCard.load(models.text)
     cores = os.cpu_count() or 1
     seqs = TextEncoder(models.text / "tokenizer.json", max_len).tokenize(texts)
     seqs.sort(key=len)
@@ -107,7 +142,7 @@ def model_only(
         n_sessions, threads = n_sessions or cores, threads or cores
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
-        model_path = str(models.text / (serving or card["serving_model"]))
+        model_path = str(models.text / (serving or card.serving_model))
         sessions = [
             ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"]) for _ in range(n_sessions)
         ]
@@ -123,7 +158,7 @@ def model_only(
     return out
 
 
-def _run_all(sess: ort.InferenceSession, batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+def _run_all(sess: ort.InferenceSession, batches: Sequence[tuple[IntArray, IntArray]]) -> None:
     for ids, mask in batches:
         sess.run(["logits"], {"input_ids": ids, "attention_mask": mask})
 
@@ -154,24 +189,18 @@ def triton_only(
 
 # -- 3-6. through Kafka, with the worker in its own process -------------------------------------
 def worker_env(s: Settings) -> dict[str, str]:
-    env = {
-        "MODSTREAM_KAFKA_BOOTSTRAP": s.kafka_bootstrap,
-        "MODSTREAM_REDIS_URL": s.redis_url.get_secret_value(),
-        "MODSTREAM_TRITON_URL": s.triton_url,
-        "MODSTREAM_MODEL_DIR": str(s.model_dir),
-        "MODSTREAM_REDIS_PREFIX": s.redis_prefix,
-        "MODSTREAM_GROUP_ID": s.group_id,
-        "MODSTREAM_INPUT_TOPIC": s.input_topic,
-        "MODSTREAM_OUTPUT_TOPIC": s.output_topic,
-        "MODSTREAM_DLQ_TOPIC": s.dlq_topic,
-        "MODSTREAM_METRICS_PORT": "0",
-        "MODSTREAM_TEXT_CACHE_SIZE": str(s.text_cache_size),
-        "MODSTREAM_BATCH_MAX_SIZE": str(s.batch_max_size),
-        "MODSTREAM_TRITON_MAX_IN_FLIGHT": str(s.triton_max_in_flight),
-        "MODSTREAM_TRITON_SUB_BATCH": str(s.triton_sub_batch),
-        "MODSTREAM_TRITON_MODEL": s.triton_model,
-    }
-    return {**os.environ, **env}
+    """This environment with every setting of ``s`` as its ``MODSTREAM_*`` variable, so the worker
+    process runs with exactly ``s``."""
+    env = dict(os.environ)
+    for name in Settings.model_fields:
+        value = getattr(s, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value is None:
+            env.pop(f"MODSTREAM_{name.upper()}", None)  # unset is how a setting says None
+        else:  # pydantic-settings parses complex values (dicts) as JSON
+            env[f"MODSTREAM_{name.upper()}"] = json.dumps(value) if isinstance(value, dict) else str(value)
+    return env
 
 
 @contextmanager
@@ -244,7 +273,7 @@ class KafkaBench:
         them with a lazy consumer; paced runs time outputs by when they are read."""
         s = self.settings(**overrides)
         create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1})
-        collector = Collector(s, f"collector-{s.group_id}", fetch_wait_ms=500 if rate is None else None)
+        collector = Collector(s, f"collector-{s.group_id}", fetch_wait_s=0.5 if rate is None else None)
         warm = relabel(records[:16], "warm")
         try:
             with worker_process(s, self.work / "worker.log") as proc:
@@ -273,7 +302,7 @@ class KafkaBench:
 
 def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
     """Held-out texts (each post its own text when possible) in simulated platform context."""
-    splits = spamassassin_splits()
+    splits = spamassassin_splits(cache_root())
     texts = [*splits.test, *splits.val, *splits.train]
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)
@@ -341,10 +370,10 @@ def plots(result: BenchResult, sweep: dict[str, dict[int, float]], latencies: li
 def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
-    card = json.loads((models.text / "card.json").read_text())
-    max_len = int(card.get("max_length", 128))
+    card = TextModelCard.load(models.text)
+    max_len = card.max_length
     result = BenchResult(posts=posts)
-    d: dict[str, object] = {"serving_model": card["serving_model"], "max_length": max_len, "cpus": os.cpu_count()}
+    d = BenchDetails(serving_model=card.serving_model, max_length=max_len, cpus=os.cpu_count())
     step = console.status
     repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
     naive_model = MODEL_NAME
@@ -360,34 +389,34 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             sweep = model_only(models, texts, max_len)
         layout, batch, ceiling = best(sweep)
         result.model_only_posts_per_s = round(ceiling, 1)
-        d["model_only_best"] = {"layout": layout, "batch": batch}
-        d["model_only_by_batch"] = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
-        if card["serving_model"] != "model.onnx" and (models.text / "model.onnx").exists():
+        d.model_only_best = {"layout": layout, "batch": batch}
+        d.model_only_by_batch = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
+        if card.serving_model != "model.onnx" and (models.text / "model.onnx").exists():
             with step("   lever: fp32 vs int8"):
                 fp32 = model_only(models, texts, max_len, "model.onnx")
-            d["model_only_fp32_posts_per_s"] = round(best(fp32)[2], 1)
+            d.model_only_fp32_posts_per_s = round(best(fp32)[2], 1)
         defaults = Settings()
         with step("2/6 triton only"):
             for inflight in (1, defaults.triton_max_in_flight):
                 rate = triton_only(ep, models, texts, max_len, inflight, defaults.triton_sub_batch)
-                d[f"triton_in_flight_{inflight}"] = round(rate, 1)
-        result.triton_posts_per_s = d[f"triton_in_flight_{defaults.triton_max_in_flight}"]  # type: ignore[assignment]
+                d.triton_in_flight[inflight] = round(rate, 1)
+        result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
         with step("3/6 full pipeline"):
             pipe = kb.run(records)
         result.pipeline_posts_per_s = round(pipe.rate, 1)
-        d["pipeline_cpu_s"] = pipe.cpu_s
+        d.pipeline_cpu_s = pipe.cpu_s
         with step("4/6 naive baseline (one post at a time)"):
-            one_at_a_time: dict[str, object] = {"batch_max_size": 1, "triton_max_in_flight": 1}
+            one_at_a_time = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)
-        d["naive_int8_posts_per_s"] = round(naive_int8.rate, 1)
+        d.naive_int8_posts_per_s = round(naive_int8.rate, 1)
         with step("5/6 short-circuit path"):
             banned = build_posts(posts * 5, 8, ep.redis_url, banned=True)
             sc = kb.run(banned, batch_max_size=1000)
         result.short_circuit_posts_per_s = round(sc.rate, 1)
-        d["short_circuit_cpu_s"] = sc.cpu_s
+        d.short_circuit_cpu_s = sc.cpu_s
         load = 0.5 * pipe.rate
         with step(f"6/6 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
             n_lat = int(load * latency_s)
@@ -395,16 +424,16 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             lat = kb.run(lat_records, rate=load)
         result.p50_ms = round(float(np.percentile(lat.latencies_ms, 50)), 1)
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
-        d["latency_offered_posts_per_s"] = round(load, 1)
-        d["latency_cpu_s"] = lat.cpu_s
+        d.latency_offered_posts_per_s = round(load, 1)
+        d.latency_cpu_s = lat.cpu_s
         phases = {"pipeline": pipe, "naive": naive, "naive_int8": naive_int8, "short_circuit": sc, "latency": lat}
         result.lost = sum(p.lost for p in phases.values())
-        d["lost_by_phase"] = {name: p.lost for name, p in phases.items()}
-        d["ratios"] = {
+        d.lost_by_phase = {name: p.lost for name, p in phases.items()}
+        d.ratios = {
             "pipeline_over_model_only": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
             "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
         }
         result.details = d
         plots(result, sweep, lat.latencies_ms, out)
-    (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d}, indent=2))
+    (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d.to_json()}, indent=2))
     return result

@@ -111,11 +111,20 @@ def train_text(
     seed: Annotated[int | None, typer.Option()] = None,
 ) -> None:
     """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
+    from modstream.paths import cache_root
+    from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
 
-    overrides = {k: v for k, v in {"epochs": epochs, "max_length": max_length, "seed": seed}.items() if v is not None}
-    card = train(data=data, base=base, out=out, **overrides)
-    print(json.dumps(card, indent=2))
+    card = train(
+        data=data,
+        base=base,
+        out=out,
+        cache=cache_root(),
+        epochs=DEFAULT_EPOCHS if epochs is None else epochs,
+        max_length=DEFAULT_MAX_LENGTH if max_length is None else max_length,
+        seed=DEFAULT_SEED if seed is None else seed,
+    )
+    print(card.model_dump_json(indent=2))
 
 
 @app.command("eval-text")
@@ -125,7 +134,7 @@ def eval_text(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Evaluate the content model through the production ONNX path."""
-    from training.text_model import eval_text as evaluate
+    from training.text_scoring import eval_text as evaluate
 
     if model is None:
         from modstream.artifacts import ensure_models
@@ -147,17 +156,19 @@ def train_decision(
     seed: int = 11,
 ) -> None:
     """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
+    from modstream.paths import cache_root
+    from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
-    from training.text_model import onnx_spam_scores
-    from training.textdata import spamassassin_splits
+    from training.text_scoring import onnx_spam_scores
+    from workers.cards import TextModelCard
 
     if text_model is None:
         from modstream.artifacts import ensure_models
 
         text_model = ensure_models(console).text
     model_dir = text_model
-    splits = spamassassin_splits()
-    version = json.loads((model_dir / "card.json").read_text())["version"]
+    splits = spamassassin_splits(cache_root())
+    version = TextModelCard.load(model_dir).version
     card = train(
         splits.val,
         splits.test,
@@ -167,7 +178,7 @@ def train_decision(
         seed=seed,
         text_version=version,
     )
-    print(json.dumps({k: card[k] for k in ("version", "thresholds", "validation", "test")}, indent=2))
+    print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
 
 
 @app.command("build-repo")
@@ -192,7 +203,7 @@ def build_repo(
         from modstream.artifacts import ensure_models
 
         model = ensure_models(console).text
-    defaults = RepoOptions.for_target(target)  # type: ignore[arg-type]  # checked against TARGETS above
+    defaults = RepoOptions.for_target(target)  # narrowed by the TARGETS check above
     given: dict[str, object] = {
         "max_batch_size": max_batch_size,
         "max_queue_delay_us": queue_delay_us,
@@ -201,7 +212,7 @@ def build_repo(
     if max_batch_size is not None:  # preferred sizes must stay within the maximum
         given["preferred_batch_sizes"] = tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
     options = replace(defaults, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
-    path = build(target, model, out, options, plan=plan)  # type: ignore[arg-type]
+    path = build(target, model, out, options, plan=plan)
     console.print(f"wrote {target} repository to {path}")
 
 

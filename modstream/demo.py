@@ -19,11 +19,12 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
+from modstream.paths import cache_root
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
+from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
-from training.textdata import spamassassin_splits
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.main import run_moderation
@@ -63,7 +64,7 @@ def seed_redis(url: str, ks: Keyspace, world: World) -> int:
     client = redis.Redis.from_url(url, socket_timeout=10)
     pipe = client.pipeline(transaction=False)
     for key, fields in world.hashes.items():
-        pipe.hset(ks.prefix + key, mapping=fields)
+        pipe.hset(ks.prefix + key, mapping=fields)  # type: ignore[arg-type]  # redis's stubs: invariant key union
     pipe.sadd(ks.banned_domains, *world.banned_domains)
     pipe.sadd(ks.banned_ips, *world.banned_ips)
     pipe.execute()
@@ -82,7 +83,7 @@ def _chunks(items: list[bytes], n: int) -> list[list[bytes]]:
 
 def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list[Record], list[Record]]:
     """``(warm-up, replay)``: held-out corpus posts, a few banned-link posts and a few malformed events."""
-    test = spamassassin_splits().test
+    test = spamassassin_splits(cache_root()).test
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, ks, sim.world)
     n_bad, n_banned = max(3, n // 200), max(5, n // 100)
@@ -132,7 +133,7 @@ def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Su
 def worker_settings(ep: Endpoints, model_dir: Path, run: str) -> Settings:
     return Settings(
         kafka_bootstrap=ep.kafka_bootstrap,
-        redis_url=ep.redis_url,  # type: ignore[arg-type]  # pydantic wraps it in SecretStr
+        redis_url=ep.redis_url,  # pydantic wraps it in SecretStr
         triton_url=ep.triton_grpc,
         model_dir=model_dir,
         redis_prefix=f"modstream-demo:{run}:",

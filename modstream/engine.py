@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modstream.triton_repo import INPUT_NAMES, PLAN_FILE, ModelCard, RepoOptions, write_model_config
+from modstream.triton_repo import INPUT_NAMES, PLAN_FILE, RepoOptions, write_model_config
+from workers.cards import TextModelCard
 
 GPU_HINT = "GPU only: install modstream[gpu] on a machine with an NVIDIA GPU"
 
@@ -86,7 +87,7 @@ def build_engine(
     the ONNX. Returns the plan's path.
     """
     trt = _tensorrt()
-    version = model_version or ModelCard.load(onnx_path.parent).version
+    version = model_version or TextModelCard.load(onnx_path.parent).version
     logger = trt.Logger(trt.Logger.WARNING)
     try:
         builder = trt.Builder(logger)

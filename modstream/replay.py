@@ -74,18 +74,18 @@ def produce_all(
 class Collector:
     """Reads the verdict and dead-letter topics in a background thread."""
 
-    def __init__(self, settings: Settings, group: str, fetch_wait_ms: int | None = None) -> None:
-        """``fetch_wait_ms`` overrides the settings' for this reader: a throughput measurement reads
+    def __init__(self, settings: Settings, group: str, fetch_wait_s: float | None = None) -> None:
+        """``fetch_wait_s`` overrides the settings' for this reader: a throughput measurement reads
         ``published`` times and can poll less often, leaving the CPU to what it measures."""
         self.settings = settings
+        reader = settings if fetch_wait_s is None else settings.model_copy(update={"fetch_wait_max_s": fetch_wait_s})
         self.outcomes = Outcomes()
         self._stop = threading.Event()
         self._consumer = Consumer(
             {
-                **settings.consumer_conf(),
+                **reader.consumer_conf(),
                 "group.id": group,
                 "enable.auto.commit": False,
-                "fetch.wait.max.ms": fetch_wait_ms or settings.fetch_wait_max_ms,
             }
         )
         self._consumer.subscribe([settings.output_topic, settings.dlq_topic])

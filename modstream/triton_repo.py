@@ -14,12 +14,13 @@ reference configs under ``triton_models/reference`` are its output, checked in.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
+
+from workers.cards import TextModelCard
 
 Target = Literal["cpu-embedded", "cpu-onnx", "gpu-tensorrt"]
 TARGETS: tuple[Target, ...] = get_args(Target)
@@ -87,25 +88,6 @@ class RepoOptions:
         )
 
 
-@dataclass(frozen=True)
-class ModelCard:
-    """The part of the trainer's ``card.json`` the serving side reads."""
-
-    serving_model: str
-    version: str
-
-    @classmethod
-    def load(cls, model_dir: Path) -> ModelCard:
-        path = model_dir / "card.json"
-        try:
-            card = json.loads(path.read_text())
-            return cls(serving_model=str(card["serving_model"]), version=str(card["version"]))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{path} not found: is {model_dir} a trained model directory?") from None
-        except KeyError as exc:
-            raise ValueError(f"{path} lacks the key {exc}") from None
-
-
 def _tensor(name: str, data_type: str, dims: str, *, ragged: bool = False) -> str:
     extra = "\n    allow_ragged_batch: true" if ragged else ""
     return f'  {{\n    name: "{name}"\n    data_type: {data_type}\n    dims: [ {dims} ]{extra}\n  }}'
@@ -171,7 +153,7 @@ def build_repo(
     ONNX file is the card's serving model unless ``onnx_file`` names another (the
     benchmark's naive baseline serves the fp32 ``model.onnx`` beside the int8 one).
     """
-    card = ModelCard.load(model_dir)
+    card = TextModelCard.load(model_dir)
     _, model_file, _ = _SERVING[target]
     onnx_file = onnx_file or card.serving_model
     source = (plan or model_dir / PLAN_FILE) if target == "gpu-tensorrt" else model_dir / onnx_file

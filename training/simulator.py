@@ -205,7 +205,7 @@ class Simulator:
             created_at=created_at or datetime.fromtimestamp(self.now, UTC),
             text=example.text[:10_000],
             urls=urls,
-            ip=str(r.choice(ip_pool)),  # type: ignore[arg-type]  # pydantic parses the address
+            ip=str(r.choice(ip_pool)),  # pydantic parses the address
             journey=self._journey(kind),
             platform=str(r.choice(["web", "ios", "android"])),
         )

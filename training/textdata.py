@@ -159,10 +159,3 @@ def data_hash(examples: Iterable[Example]) -> str:
     for label, text in sorted((e.label, e.text) for e in examples):
         digest.update(f"{label}\t{text}\x00".encode())
     return digest.hexdigest()
-
-
-def spamassassin_splits(seed: int = 13) -> Splits:
-    """The SpamAssassin corpus, split; fetches the corpus on first use."""
-    from training.corpus import load_spamassassin  # corpus builds on this module
-
-    return split(load_spamassassin(), seed)

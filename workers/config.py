@@ -1,6 +1,9 @@
 """The one settings object. Every client is configured from here.
 
-Env vars are ``MODSTREAM_*``. librdkafka keys pass through unchanged via
+Env vars are ``MODSTREAM_*``. Durations are seconds (``*_s``, floats) everywhere in the
+code; librdkafka's millisecond keys are mapped in :meth:`Settings.consumer_conf`. The
+former millisecond variables (``MODSTREAM_BATCH_MAX_WAIT_MS`` and the like) are still
+read, converted once, so existing deployments keep working. librdkafka keys pass through unchanged via
 ``MODSTREAM_KAFKA_EXTRA`` (a JSON object of dotted keys), so SASL/TLS work
 without code changes; the only secret among them is given separately as
 ``MODSTREAM_KAFKA_SASL_PASSWORD``.
@@ -8,11 +11,16 @@ without code changes; the only secret among them is given separately as
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+# Duration settings that used to be given in milliseconds, as MODSTREAM_<NAME>_MS.
+FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
 
 
 def default_model_dir() -> Path:
@@ -31,15 +39,15 @@ class Settings(BaseSettings):
     output_topic: str = "verdicts"
     dlq_topic: str = "posts.dlq"
     feedback_topic: str = "feedback"
-    session_timeout_ms: int = 6000
+    session_timeout_s: Annotated[float, Field(ge=0.001)] = 6.0
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
-    fetch_wait_max_ms: Annotated[int, Field(ge=1, le=10_000)] = 20
+    fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
 
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
     # max_wait for the first record. Batches grow with load instead of waiting to fill.
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
-    batch_max_wait_ms: Annotated[int, Field(ge=1, le=60_000)] = 50
+    batch_max_wait_s: Annotated[float, Field(ge=0.001, le=60)] = 0.05
     # Batches handled at once: the next one is prepared while the last is in the model.
     max_batches_in_flight: Annotated[int, Field(ge=1, le=16)] = 2
     # How long to wait for delivery reports before giving the batch up for redelivery.
@@ -54,14 +62,14 @@ class Settings(BaseSettings):
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_prefix: str = "modstream:"
-    redis_timeout_ms: Annotated[int, Field(ge=1)] = 500
+    redis_timeout_s: Annotated[float, Field(ge=0.001)] = 0.5
     banlist_refresh_s: Annotated[float, Field(gt=0)] = 5.0
 
     # Triton
     triton_url: str = "127.0.0.1:8001"
     triton_model: str = "spam_text"
     # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
-    triton_timeout_ms: Annotated[int, Field(ge=1)] = 5000
+    triton_timeout_s: Annotated[float, Field(ge=0.001)] = 5.0
     # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one
     # instance per core busy. On a GPU, larger sub-batches (64+) with MODSTREAM_TRITON_PAD_MULTIPLE.
     triton_sub_batch: Annotated[int, Field(ge=1)] = 16
@@ -77,6 +85,19 @@ class Settings(BaseSettings):
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The former names rank below the current ones: MODSTREAM_X_S wins over MODSTREAM_X_MS.
+        legacy = _FormerMilliseconds(settings_cls)
+        return init_settings, env_settings, legacy, dotenv_settings, file_secret_settings
+
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka settings shared by every client: the one place dotted keys are mapped."""
         conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_extra}
@@ -89,8 +110,8 @@ class Settings(BaseSettings):
             **self.kafka_common(),
             "group.id": self.group_id,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": self.session_timeout_ms,
-            "fetch.wait.max.ms": self.fetch_wait_max_ms,
+            "session.timeout.ms": _ms(self.session_timeout_s),
+            "fetch.wait.max.ms": _ms(self.fetch_wait_max_s),
             # At-least-once: offsets are stored by the commit policy only after every
             # output of a message is acknowledged; librdkafka then commits what was stored.
             "enable.auto.offset.store": False,
@@ -105,3 +126,27 @@ class Settings(BaseSettings):
             "acks": "all",
             "linger.ms": 5,
         }
+
+
+def _ms(seconds: float) -> int:
+    """librdkafka's integer milliseconds."""
+    return round(seconds * 1000)
+
+
+class _FormerMilliseconds(PydanticBaseSettingsSource):
+    """``MODSTREAM_<NAME>_MS`` for the settings now named ``<name>_s``, converted to seconds."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raise NotImplementedError  # __call__ reads every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        env = {k.upper(): v for k, v in os.environ.items()}  # case-insensitive, like the other variables
+        seconds = {}
+        for name in FORMERLY_MS:
+            var = f"MODSTREAM_{name.removesuffix('_s').upper()}_MS"
+            if var in env:
+                try:
+                    seconds[name] = float(env[var]) / 1000
+                except ValueError:
+                    raise ValueError(f"{var}={env[var]!r} is not a number of milliseconds") from None
+        return seconds

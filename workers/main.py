@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 
 from workers.adapters.kafka import KafkaSink, KafkaSource
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
+from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
@@ -26,10 +26,10 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     decision = DecisionModel.load(settings.model_dir / "decision")  # fails fast on a contract mismatch
     text_dir = settings.model_dir / "text"
-    max_tokens = settings.max_tokens or int(json.loads((text_dir / "card.json").read_text()).get("max_length", 128))
+    max_tokens = settings.max_tokens or TextModelCard.load(text_dir).max_length
     encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens)
-    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_ms / 1000)
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_ms / 1000)
+    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
     try:
         await model.connect()

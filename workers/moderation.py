@@ -63,7 +63,7 @@ class ModerationWorker:
         in_flight: deque[asyncio.Task[None]] = deque()
         try:
             while not stop.is_set():
-                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_ms / 1000)
+                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_s)
                 if msgs:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
                 # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.
@@ -102,8 +102,8 @@ class ModerationWorker:
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
         (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
         with timed(decide.STAGE):
-            degraded = " and ".join(c for c, down in (("redis", no_redis), ("text model", no_text)) if down)
-            decided, undecided = decide.decide(rest, profiles, probs, self.decision, self.versions, degraded or None)
+            unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
+            decided, undecided = decide.decide(rest, profiles, probs, self.decision, self.versions, unavailable)
         with timed(publish.STAGE):
             return publish.publish(
                 msgs,

@@ -27,7 +27,7 @@ REPUTATION = "reputation"
 
 
 @dataclass(frozen=True, slots=True)
-class Thresholds:
+class BanThresholds:
     domain_spam_labels: int  # ban a domain on this many moderator spam labels...
     domain_reports: int  # ...or on this many reports (users and moderators)...
     domain_reports_spam_labels: int  # ...once moderators confirmed at least this many
@@ -129,13 +129,13 @@ def plan(events: Mapping[str, FeedbackEvent], ks: Keyspace) -> Plan:
     )
 
 
-def domain_banned(c: DomainCounts, t: Thresholds) -> bool:
+def domain_banned(c: DomainCounts, t: BanThresholds) -> bool:
     return c.spam_labels >= t.domain_spam_labels or (
         c.reports >= t.domain_reports and c.spam_labels >= t.domain_reports_spam_labels
     )
 
 
-def decide_bans(domains: Mapping[str, DomainCounts], ip_spam_labels: Mapping[str, int], t: Thresholds) -> Bans:
+def decide_bans(domains: Mapping[str, DomainCounts], ip_spam_labels: Mapping[str, int], t: BanThresholds) -> Bans:
     """Given the counters after the batch, the domains and IPs that must be banned."""
     return Bans(
         frozenset(d for d, c in domains.items() if domain_banned(c, t)),

@@ -1,4 +1,5 @@
-"""Tokenisation for the content model, shared by the worker, evaluation and benchmarks.
+"""The content model's input and output: tokenisation and the spam probability of its logits,
+shared by the worker, training, evaluation and benchmarks.
 
 Uses the Rust ``tokenizers`` library directly so the hot path never imports
 transformers or torch. Batches are padded to their own longest sequence
@@ -10,12 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from tokenizers import Encoding, Tokenizer
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.floating[Any]]
 
 
 def post_text(text: str, link_text: str | None = None, media_text: str | None = None) -> str:
@@ -88,3 +91,10 @@ class TextEncoder:
     def encode(self, texts: Sequence[str]) -> tuple[IntArray, IntArray]:
         """Tokenise and pad one batch to its longest sequence."""
         return pad(self.tokenize(texts))
+
+
+def spam_prob(logits: FloatArray) -> FloatArray:
+    """Softmax probability of class 1 (spam) for ``[batch, 2]`` logits, in their own dtype."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return np.asarray(e[:, 1] / e.sum(axis=1))

@@ -54,7 +54,7 @@ def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
         output_topic=f"verdicts-{run}",
         dlq_topic=f"dlq-{run}",
         metrics_port=0,
-        batch_max_wait_ms=20,
+        batch_max_wait_s=0.02,
     )
     create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
     ks = Keyspace(s.redis_prefix)

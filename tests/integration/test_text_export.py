@@ -10,15 +10,9 @@ import pytest
 import torch
 from transformers import BertModel, DistilBertConfig, DistilBertForSequenceClassification
 
-from training.text_model import (
-    MINILM_NAME,
-    export_onnx,
-    init_model,
-    minilm_dir,
-    minilm_distilbert,
-    quantize_int8,
-    session,
-)
+from training.text_base import MINILM_NAME, init_model, minilm_dir, minilm_distilbert
+from training.text_export import export_onnx, quantize_int8
+from training.text_scoring import session
 from workers.textenc import TextEncoder
 
 TEXTS = [

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 import lightgbm as lgb
 import numpy as np
 
+from workers.cards import Thresholds
 from workers.clients import DeliveryError
 from workers.features import FEATURES
 from workers.records import InMsg
-from workers.stages.decide import DecisionModel, Thresholds
+from workers.stages.decide import DecisionModel
 
 
 def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:

@@ -6,8 +6,9 @@ import pytest
 
 from tests.unit.fakes import tiny_decision_model
 from training.decision import choose_thresholds, evaluate
+from workers.cards import Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
-from workers.stages.decide import DecisionModel, Thresholds, top_reasons
+from workers.stages.decide import DecisionModel, Unavailable, top_reasons
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:
@@ -97,3 +98,11 @@ def test_reasons_are_the_top_three_contributions() -> None:
     reasons = top_reasons(row, contrib)
     assert [r.code for r in reasons] == ["text_model", "user_history", "journey"]
     assert "+2.000" in reasons[0].detail
+
+
+def test_unavailable_inputs_give_the_degraded_flag_and_reason() -> None:
+    assert not Unavailable()
+    both = Unavailable(redis=True, text_model=True)
+    assert both and both.reason.code == "degraded"
+    assert both.reason.detail == "decided without redis and text model"
+    assert Unavailable(text_model=True).reason.detail == "decided without text model"

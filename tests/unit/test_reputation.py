@@ -9,10 +9,10 @@ import pytest
 
 from schemas import FeedbackEvent
 from workers.keyspace import Keyspace
-from workers.reputation import DomainCounts, Thresholds, decide_bans, domain_banned, plan
+from workers.reputation import BanThresholds, DomainCounts, decide_bans, domain_banned, plan
 
 KS = Keyspace("t:")
-T = Thresholds(domain_spam_labels=3, domain_reports=20, domain_reports_spam_labels=2, ip_spam_labels=5)
+T = BanThresholds(domain_spam_labels=3, domain_reports=20, domain_reports_spam_labels=2, ip_spam_labels=5)
 
 
 def event(kind: str = "moderator_label", label: str = "spam", **fields: Any) -> FeedbackEvent:

@@ -80,7 +80,7 @@ def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler
 
 async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set (or faust crashes, which is raised); the batch in hand is settled first."""
-    timeout_s = settings.redis_timeout_ms / 1000
+    timeout_s = settings.redis_timeout_s
     store = RedisReputationStore(
         settings.redis_url.get_secret_value(),
         timeout_s,

@@ -16,7 +16,7 @@ from workers.clients import ReputationStore, Sink
 from workers.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
 from workers.feedback.metrics import BANS, BATCH_SECONDS, DEAD_LETTERS, DUPLICATES, EVENTS, RETRIES
 from workers.records import Failure, InMsg
-from workers.reputation import Thresholds, decide_bans, plan
+from workers.reputation import BanThresholds, decide_bans, plan
 from workers.stages.validate import parse as parse_records  # one error format for every DLQ
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class FeedbackHandler:
     store: ReputationStore
     sink: Sink
     dlq: DeadLetters
-    thresholds: Thresholds
+    thresholds: BanThresholds
     publish_timeout_s: float
     retry_max_s: float
 

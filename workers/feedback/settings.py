@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workers.reputation import Thresholds
+from workers.reputation import BanThresholds
 
 
 class FeedbackSettings(BaseSettings):
@@ -30,7 +30,7 @@ class FeedbackSettings(BaseSettings):
     # commits every few seconds; a week covers a consumer group reset from a backup too).
     applied_ttl_s: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
 
-    def thresholds(self) -> Thresholds:
-        return Thresholds(
+    def thresholds(self) -> BanThresholds:
+        return BanThresholds(
             self.domain_spam_labels, self.domain_reports, self.domain_reports_spam_labels, self.ip_spam_labels
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,8 @@ import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 
-from schemas import Decision, Reason, ReasonCode
+from schemas import Reason, ReasonCode
+from workers.cards import DecisionModelCard, Thresholds
 from workers.features import FEATURES, PostFacts, Profile, assemble, check_contract
 from workers.isolation import each
 from workers.records import Failure, Outcome, Post, verdict_for
@@ -20,6 +20,23 @@ from workers.records import Failure, Outcome, Post, verdict_for
 STAGE = "decide"
 FloatArray = npt.NDArray[np.float64]
 TOP_REASONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """The inputs a batch is decided without. Any of them makes its verdicts ``degraded``."""
+
+    redis: bool = False  # no history: every profile is empty
+    text_model: bool = False  # no text score
+
+    def __bool__(self) -> bool:
+        return self.redis or self.text_model
+
+    @property
+    def reason(self) -> Reason:
+        names = [name for name, down in (("redis", self.redis), ("text model", self.text_model)) if down]
+        return Reason.of("degraded", f"decided without {' and '.join(names)}")
+
 
 _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "text": "text_model",
@@ -30,19 +47,6 @@ _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "ip": "ip_history",
     "journey": "journey",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """``block`` at and above, ``allow`` below, ``review`` in between."""
-
-    block: float
-    allow: float
-
-    def classify(self, prob: float) -> Decision:
-        if prob >= self.block:
-            return "block"
-        return "allow" if prob < self.allow else "review"
 
 
 def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64], float]:
@@ -87,10 +91,10 @@ class DecisionModel:
 
     @classmethod
     def load(cls, directory: Path) -> DecisionModel:
-        card = json.loads((directory / "card.json").read_text())
-        check_contract(card["features"], card["feature_version"])
+        card = DecisionModelCard.load(directory)
+        check_contract(card.features, card.feature_version)
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
-        return cls(booster, Thresholds(**card["thresholds"]), card["version"])
+        return cls(booster, card.thresholds, card.version)
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(spam probability, per-feature contributions to the raw score) for a batch."""
@@ -140,11 +144,9 @@ def decide(
     text_probs: Sequence[float | None],
     model: DecisionModel,
     model_versions: dict[str, str],
-    degraded: str | None,
+    unavailable: Unavailable,
 ) -> tuple[list[Outcome], list[Failure]]:
-    """``degraded`` names what was unavailable (text model, Redis), or is None.
-
-    Returns the verdicts and the posts this step failed on."""
+    """The verdicts, and the posts this step failed on."""
     rows, failures = each(
         STAGE,
         zip(posts, profiles, text_probs, strict=True),
@@ -159,8 +161,8 @@ def decide(
     def verdict(i: int) -> Outcome:
         prob, tp = float(probs[i]), rows[i].text_prob
         reasons = top_reasons(matrix[i], contribs[i])
-        if degraded:
-            reasons.append(Reason.of("degraded", f"decided without {degraded}"))
+        if unavailable:
+            reasons.append(unavailable.reason)
         return verdict_for(
             rows[i].post,
             decision=model.thresholds.classify(prob),
@@ -168,7 +170,7 @@ def decide(
             reasons=reasons,
             stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),
             model_versions=model_versions,
-            degraded=degraded is not None,
+            degraded=bool(unavailable),
         )
 
     outcomes, unverdicted = each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, verdict)

@@ -14,17 +14,12 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
 
 from workers.clients import TextModel
 from workers.metrics import CACHE_HITS
-from workers.textenc import TextEncoder, pad
+from workers.textenc import FloatArray, TextEncoder, pad, spam_prob
 
 STAGE = "score"
-FloatArray = npt.NDArray[np.floating[Any]]
 
 
 def text_key(text: str) -> bytes:
@@ -57,12 +52,6 @@ def split(n: int, sub_batch: int, parallelism: int) -> list[range]:
     parts = max(-(-n // sub_batch), min(n, parallelism))
     bounds = [n * i // parts for i in range(parts + 1)] if parts else []
     return [range(a, b) for a, b in pairwise(bounds)]
-
-
-def spam_prob(logits: FloatArray) -> FloatArray:
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return np.asarray(e[:, 1] / e.sum(axis=1))
 
 
 class TextScorer:

@@ -1,0 +1,29 @@
+"""Durations are seconds in the code; the former millisecond variables still work."""
+
+import pytest
+
+from workers.config import FORMERLY_MS, Settings
+
+
+def test_former_millisecond_variables_are_read_as_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODSTREAM_BATCH_MAX_WAIT_MS", "20")
+    monkeypatch.setenv("MODSTREAM_TRITON_TIMEOUT_MS", "2500")
+    monkeypatch.setenv("MODSTREAM_REDIS_TIMEOUT_MS", "800")
+    monkeypatch.setenv("MODSTREAM_REDIS_TIMEOUT_S", "0.25")  # the current name wins
+    s = Settings()
+    assert (s.batch_max_wait_s, s.triton_timeout_s, s.redis_timeout_s) == (0.02, 2.5, 0.25)
+
+
+def test_a_bad_former_variable_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODSTREAM_SESSION_TIMEOUT_MS", "soon")
+    with pytest.raises(ValueError, match="MODSTREAM_SESSION_TIMEOUT_MS"):
+        Settings()
+
+
+def test_librdkafka_gets_integer_milliseconds() -> None:
+    conf = Settings(session_timeout_s=6.0, fetch_wait_max_s=0.02).consumer_conf()
+    assert (conf["session.timeout.ms"], conf["fetch.wait.max.ms"]) == (6000, 20)
+
+
+def test_every_former_name_is_a_seconds_setting() -> None:
+    assert all(name.endswith("_s") and name in Settings.model_fields for name in FORMERLY_MS)

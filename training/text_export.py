@@ -1,0 +1,72 @@
+"""Export of the fine-tuned model to the ONNX serving contract, its parity check and int8 weights."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from transformers import PreTrainedModel
+
+from workers.textenc import TextEncoder
+
+ONNX_OPSET = 17
+
+
+class _LogitsOnly(torch.nn.Module):
+    """The serving contract: two int64 inputs, one ``logits`` output."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits
+
+
+def export_onnx(model: PreTrainedModel, path: Path, opset: int = ONNX_OPSET) -> Path:
+    """Export with dynamic batch and sequence axes (TorchScript exporter: stable for BERTs)."""
+    model.eval()
+    # A padded row keeps the attention-mask path in the trace (no "all ones" shortcut).
+    ids = torch.tensor([[101, 7592, 2088, 999, 102], [101, 7592, 102, 0, 0]], dtype=torch.int64)
+    mask = (ids != 0).to(torch.int64)
+    axes = {0: "batch", 1: "seq"}
+    with torch.no_grad(), warnings.catch_warnings():
+        # Tracer notes on shape checks that are constant for this model; parity checks catch real issues.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # type: ignore[attr-defined]  # not in torch.jit.__all__
+        warnings.filterwarnings("ignore", message="Exporting aten::index", category=UserWarning)
+        torch.onnx.export(
+            # eval() on the wrapper too: the exporter restores the wrapper's mode afterwards,
+            # which would otherwise flip the model back into training mode (dropout on).
+            _LogitsOnly(model).eval(),
+            (ids, mask),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["logits"],
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": {0: "batch"}},
+            opset_version=opset,
+            dynamo=False,
+        )
+    return Path(path)
+
+
+def parity(model: PreTrainedModel, sess: ort.InferenceSession, encoder: TextEncoder, texts: Sequence[str]) -> float:
+    """Max abs logit difference PyTorch vs ONNX Runtime on one padded batch."""
+    ids, mask = encoder.encode(texts)
+    model.eval()
+    with torch.no_grad():
+        expected = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    (actual,) = sess.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+    return float(np.abs(expected - actual).max())
+
+
+def quantize_int8(src: Path, dst: Path) -> Path:
+    """Dynamic int8 weights for MatMul/Gemm. Per-channel scales: per-tensor ones cost ~0.006 test F1
+    on the SpamAssassin model, per-channel ones nothing measurable."""
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"], per_channel=True)
+    return dst
