@@ -17,8 +17,8 @@ from pathlib import Path
 from rich.console import Console
 
 from modstream.imports import ROOT, import_graph, module_files, reachable
-from modstream.paths import cache_root
 from workers.cards import CARD_FILE, TextModelCard
+from workers.config import cache_root, default_model_dir
 
 # The packages training code can import (modstream/ sits above training).
 CODE_PACKAGES = ("schemas", "workers", "training")
@@ -92,4 +92,9 @@ def ensure_models(console: Console | None = None) -> Models:
         link = bundle / name
         if not link.is_symlink():
             link.symlink_to(target)
+    current = default_model_dir()
+    if not current.exists():  # a fresh cache: what `modstream worker` serves by default
+        current.unlink(missing_ok=True)  # a dangling link
+        current.symlink_to(bundle)
+        console.print(f"[green]✓[/] linked {current} -> {bundle}")
     return Models(text_dir, decision_dir, bundle)

@@ -36,7 +36,6 @@ from rich.console import Console
 
 from modstream.artifacts import Models, ensure_models
 from modstream.demo import seed_redis
-from modstream.paths import cache_root
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
@@ -44,7 +43,7 @@ from training.corpus import spamassassin_splits
 from training.simulator import Simulator
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
-from workers.config import Settings
+from workers.config import Settings, cache_root
 from workers.keyspace import Keyspace
 from workers.stages.score import ScoreCache, TextScorer
 from workers.textenc import IntArray, TextEncoder, pad

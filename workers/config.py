@@ -23,8 +23,15 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
 
 
+def cache_root() -> Path:
+    """The per-user cache of trained models: ``$MODSTREAM_CACHE_DIR`` or ``~/.cache/modstream``."""
+    env = os.environ.get("MODSTREAM_CACHE_DIR")
+    return Path(env).expanduser() if env else Path("~/.cache/modstream").expanduser()
+
+
 def default_model_dir() -> Path:
-    return Path("~/.cache/modstream/current").expanduser()
+    """The bundle ``modstream models`` links as ``current`` in the cache."""
+    return cache_root() / "current"
 
 
 class Settings(BaseSettings):

@@ -11,28 +11,49 @@ from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings
+from workers.isolation import describe
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache
+from workers.startup import Misconfigured, model_dir_or_hint, until_up
 from workers.textenc import TextEncoder
 
 log = logging.getLogger(__name__)
 
 
+# How long one start-up probe of the broker may take before it counts as a failed attempt.
+KAFKA_PROBE_S = 5.0
+
+
+def load_models(settings: Settings) -> tuple[DecisionModel, TextEncoder]:
+    """The decision model and the tokenizer, or a one-line :class:`Misconfigured`."""
+    model_dir = model_dir_or_hint(settings.model_dir)
+    try:
+        decision = DecisionModel.load(model_dir / "decision")  # fails fast on a contract mismatch
+        text_dir = model_dir / "text"
+        max_tokens = settings.max_tokens or TextModelCard.load(text_dir).max_length
+        return decision, TextEncoder(text_dir / "tokenizer.json", max_tokens)
+    except Exception as exc:  # a card, a contract or a tokenizer that cannot serve: restarting won't help
+        raise Misconfigured(f"cannot load the models in {model_dir}: {describe(exc)}") from None
+
+
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
-    decision = DecisionModel.load(settings.model_dir / "decision")  # fails fast on a contract mismatch
-    text_dir = settings.model_dir / "text"
-    max_tokens = settings.max_tokens or TextModelCard.load(text_dir).max_length
-    encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens)
+    decision, encoder = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
     try:
-        await model.connect()
+        for what, check in (
+            (f"kafka at {settings.kafka_bootstrap}", lambda: asyncio.to_thread(sink.check, KAFKA_PROBE_S)),
+            ("redis", store.ping),
+            (f"triton at {settings.triton_url}", model.connect),
+        ):
+            if not await until_up(what, check, stop):
+                return
         scorer = TextScorer(
             encoder,
             model,
@@ -57,6 +78,6 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main(settings: Settings | None = None) -> None:
-    """Entry point for ``modstream worker``."""
+    """Entry point for ``modstream worker``; raises :class:`Misconfigured` for what retrying cannot fix."""
     settings = settings or Settings()
     run_until_signalled(lambda stop: run_moderation(settings, stop), settings.metrics_port)

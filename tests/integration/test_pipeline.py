@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -194,3 +199,26 @@ def test_a_worker_joining_mid_stream_loses_nothing(settings: Settings) -> None:
     ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
     consumer.close()
     assert committed == ends
+
+
+def test_a_worker_waits_for_unreachable_dependencies_with_one_line_per_attempt(model_bundle: Path) -> None:
+    """Kafka and Redis down at start-up: retries with backoff, no traceback, and SIGTERM still stops it."""
+    env = {
+        **os.environ,
+        "MODSTREAM_MODEL_DIR": str(model_bundle),
+        "MODSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "MODSTREAM_REDIS_URL": "redis://127.0.0.1:1/0",
+        "MODSTREAM_METRICS_PORT": "0",
+    }
+    cmd = [str(Path(sys.executable).with_name("modstream")), "worker"]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while sum("not reachable (attempt" in line for line in lines) < 2 and time.monotonic() < deadline:
+        lines.append(proc.stderr.readline())
+    proc.send_signal(signal.SIGTERM)
+    err = "".join(lines) + proc.communicate(timeout=30)[1]
+    attempts = [line for line in err.splitlines() if "not reachable (attempt" in line]
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert len(attempts) >= 2 and all(line.count("kafka at 127.0.0.1:1") == 1 for line in attempts)

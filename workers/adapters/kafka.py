@@ -95,6 +95,10 @@ class KafkaSink:
                 self._reports[token] = _error(exc.args[0])
                 return
 
+    def check(self, timeout_s: float) -> None:
+        """Raises unless a broker answers a metadata request within ``timeout_s``."""
+        self._producer.list_topics(timeout=timeout_s)
+
     def flush(self, timeout_s: float) -> dict[int, DeliveryError | None]:
         self._producer.flush(timeout_s)
         reports, self._reports = self._reports, {}

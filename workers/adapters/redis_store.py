@@ -73,6 +73,10 @@ class RedisStore:
                 getattr(pipe, command)(key)
             return list(await pipe.execute())
 
+    async def ping(self) -> None:
+        async with asyncio.timeout(self.timeout_s):
+            await self._redis.ping()
+
     async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
         return await self._pipeline("hgetall", keys)
 

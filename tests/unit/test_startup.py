@@ -1,0 +1,102 @@
+"""A worker that starts cleanly: one-line errors (exit 2) for misconfiguration, quiet retries for dependencies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modstream.cli import app
+from tests.unit.fakes import tiny_decision_model
+from workers.config import Settings
+from workers.features import FEATURE_VERSION, FEATURES
+from workers.main import load_models
+from workers.startup import EXIT_MISCONFIGURED, Misconfigured, until_up
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, tokenizer_json: Path) -> Path:
+    """A model bundle with a real decision model and tokenizer (no Triton model needed to load)."""
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "t1"}))
+    shutil.copy2(tokenizer_json, tmp_path / "text" / "tokenizer.json")
+    decision = tmp_path / "decision"
+    decision.mkdir()
+    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
+    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": "d1"}
+    (decision / "card.json").write_text(json.dumps(card | {"thresholds": {"block": 0.8, "allow": 0.2}}))
+    return tmp_path
+
+
+def test_a_good_bundle_loads(bundle: Path) -> None:
+    decision, encoder = load_models(Settings(model_dir=bundle))
+    assert decision.version == "d1" and encoder.max_length == 128
+
+
+def test_a_missing_model_dir_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(Misconfigured, match="modstream models"):
+        load_models(Settings(model_dir=tmp_path / "nope"))
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "expected"),
+    [
+        ("decision/card.json", '{"features": [], "feature_version": "x", "version": "d", "thresholds": {}}', "block"),
+        ("decision/card.json", "{not json", "card.json"),
+        ("text/tokenizer.json", "{}", "cannot load"),
+    ],
+)
+def test_broken_models_are_one_line_errors(bundle: Path, path: str, content: str, expected: str) -> None:
+    (bundle / path).write_text(content)
+    with pytest.raises(Misconfigured, match=expected) as err:
+        load_models(Settings(model_dir=bundle))
+    assert "\n" not in str(err.value)
+
+
+def test_a_contract_mismatch_is_misconfiguration(bundle: Path) -> None:
+    card = json.loads((bundle / "decision" / "card.json").read_text())
+    (bundle / "decision" / "card.json").write_text(json.dumps(card | {"features": ["a"], "feature_version": "x"}))
+    with pytest.raises(Misconfigured, match="feature contract"):
+        load_models(Settings(model_dir=bundle))
+
+
+async def test_until_up_retries_quietly_then_succeeds(caplog: pytest.LogCaptureFixture) -> None:
+    attempts: list[int] = []
+
+    async def check() -> None:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionError("connection refused\n(a multi-line\nmessage)")
+
+    caplog.set_level(logging.INFO)
+    assert await until_up("redis", check, asyncio.Event(), max_delay_s=0.01)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("\n" not in w and "redis not reachable" in w for w in warnings)
+    assert not any(r.exc_info for r in caplog.records)
+
+
+async def test_until_up_gives_up_when_stopped() -> None:
+    async def check() -> None:
+        raise ConnectionError("down")
+
+    stop = asyncio.Event()
+    stop.set()
+    assert not await until_up("kafka", check, stop)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"MODSTREAM_BATCH_MAX_SIZE": "0"}, "batch_max_size"),
+        ({"MODSTREAM_MODEL_DIR": "/nonexistent/bundle"}, "modstream models"),
+    ],
+)
+def test_the_worker_command_exits_2_with_one_line(env: dict[str, str], expected: str) -> None:
+    result = CliRunner().invoke(app, ["worker"], env={"MODSTREAM_METRICS_PORT": "0", **env})
+    assert result.exit_code == EXIT_MISCONFIGURED
+    assert expected in result.output and "Traceback" not in result.output
