@@ -49,6 +49,7 @@ ReasonCode = Literal[
     "url_reputation",
     "ip_history",
     "journey",
+    "campaign",
     "feature",
     "degraded",
 ]
@@ -99,6 +100,14 @@ class Reason(_Strict):
         return cls(code=code, detail=clip(detail, REASON_DETAIL_MAX))
 
 
+class FeatureRow(_Strict):
+    """The exact row the decision model saw: ``values`` in the order of the feature contract
+    ``contract`` (the decision card lists its names), a missing value as null."""
+
+    contract: Annotated[str, Field(min_length=1, max_length=64)]
+    values: Annotated[list[float | None], Field(max_length=1024)]
+
+
 class Verdict(_Strict):
     schema_version: Literal[1] = 1
     post_id: Id
@@ -113,6 +122,8 @@ class Verdict(_Strict):
     degraded: bool
     latency_ms: Annotated[float, Field(ge=0.0)]
     decided_at: AwareDatetime
+    # What the decision model decided from; absent when no model decided (a ban).
+    features: FeatureRow | None = None
 
 
 class FeedbackEvent(_Strict):

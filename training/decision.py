@@ -22,8 +22,10 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from training.simulator import KS, SimPost, Simulator, World
 from training.textdata import Example
 from workers.cards import DecisionModelCard, Thresholds
-from workers.features import FEATURE_VERSION, FEATURES, assemble
+from workers.features import FEATURE_VERSION, FEATURES, Profile, assemble
 from workers.records import InMsg, Post
+from workers.signals import MemorySignals
+from workers.signals import Plan as SignalPlan
 from workers.stages.decide import facts_of
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
@@ -50,13 +52,17 @@ DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis i
 
 
 class DictStore:
-    """The HashStore protocol over a dict: lets training reuse the enrich stage as-is."""
+    """The HashStore protocol over a dict and :class:`MemorySignals`: lets training reuse the
+    enrich stage as-is, so the stream-kept signals come from the worker's own counting code."""
 
     def __init__(self, hashes: dict[str, dict[str, str]]) -> None:
         self.hashes = hashes
+        self.signals = MemorySignals()
 
-    async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
-        return [self.hashes.get(k, {}) for k in keys]
+    async def enrich(
+        self, keys: Sequence[str], plans: Sequence[SignalPlan]
+    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+        return [self.hashes.get(k, {}) for k in keys], self.signals.run(plans)
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:
         return [set() for _ in keys]
@@ -73,7 +79,12 @@ def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], Labels]:
 
 
 def feature_rows(posts: Sequence[Post], world: World, text_probs: Sequence[float | None]) -> FloatArray:
-    profiles = asyncio.run(enrich(posts, DictStore(world.hashes), KS))
+    # In time order, as the stream would count them.
+    order = sorted(range(len(posts)), key=lambda i: posts[i].event.created_at)
+    counted = asyncio.run(enrich([posts[i] for i in order], DictStore(world.hashes), KS, snapshot_ttl_s=1))
+    profiles: list[Profile] = [Profile()] * len(posts)
+    for rank, i in enumerate(order):
+        profiles[i] = counted[rank]
     return np.array([assemble(facts_of(p), pr, tp) for p, pr, tp in zip(posts, profiles, text_probs, strict=True)])
 
 

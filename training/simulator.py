@@ -42,6 +42,10 @@ SPAM_TLD_P = (0.3, 0.1, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05, 0.05, 0.05)
 KINDS = ("normal", "new", "bot", "sleeper", "compromised")
 HAM_KIND_P = (0.8, 0.2, 0.0, 0.0, 0.0)
 SPAM_KIND_P = (0.0, 0.0, 0.55, 0.25, 0.2)
+CAMPAIGN_P = 0.6  # spam posted in bursts of near-copies by a few accounts
+THREAD_P = 0.1  # ham posted in bursts by one user (a conversation)
+BURST_GAP_S = 300.0  # mean time between the posts of a burst
+VIRAL_LINK_P = 0.15  # ham links to a few URLs that many users share
 HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
 
 
@@ -76,6 +80,7 @@ class Simulator:
         self.ham_ips = [self._ip(spam=False) for _ in range(n)]
         self.spam_ips = [self._ip(spam=True) for _ in range(n // 8)]
         self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))] for kind in KINDS}
+        self.viral_urls = [self._url(str(d), spam=False) for d in self.rng.choice(self.ham_domains, size=10)]
         self._ban()
 
     # -- entities ---------------------------------------------------------------------------
@@ -188,21 +193,27 @@ class Simulator:
         return out
 
     # -- posts ------------------------------------------------------------------------------
-    def post(self, example: Example, created_at: datetime | None = None) -> SimPost:
+    def post(
+        self,
+        example: Example,
+        created_at: float | None = None,
+        user: tuple[str, str] | None = None,
+        urls: list[str] | None = None,
+    ) -> SimPost:
+        """A post of ``example``'s text; ``user`` (kind, id) and ``urls`` when the caller picked them."""
         r, spam = self.rng, example.label == 1
-        kind = str(r.choice(KINDS, p=SPAM_KIND_P if spam else HAM_KIND_P))
-        uid = str(r.choice(self.users[kind]))
+        if user is None:
+            kind = str(r.choice(KINDS, p=SPAM_KIND_P if spam else HAM_KIND_P))
+            user = kind, str(r.choice(self.users[kind]))
+        kind, uid = user
         datacenter_p = {"bot": 0.6, "sleeper": 0.4, "compromised": 0.1}.get(kind, 0.04)
         ip_pool = self.spam_ips if r.random() < datacenter_p else self.ham_ips
-        urls: list[str] = []
-        if r.random() < (0.75 if spam else 0.35):
-            spammy_link = (r.random() < 0.75) if spam else (r.random() < 0.08)
-            pool = self.spam_domains if spammy_link else self.ham_domains
-            urls.append(self._url(str(r.choice(pool)), spammy_link))
+        if urls is None:
+            urls = self._links(spam)
         event = PostEvent(
             post_id=self._id("p"),
             user_id=uid,
-            created_at=created_at or datetime.fromtimestamp(self.now, UTC),
+            created_at=datetime.fromtimestamp(self.now if created_at is None else created_at, UTC),
             text=example.text[:10_000],
             urls=urls,
             ip=str(r.choice(ip_pool)),  # pydantic parses the address
@@ -211,7 +222,55 @@ class Simulator:
         )
         return SimPost(event, example.label)
 
-    def posts(self, examples: Sequence[Example], n: int) -> list[SimPost]:
-        """``n`` posts drawn from ``examples`` (with replacement, each text in new contexts)."""
-        idx = self.rng.integers(0, len(examples), size=n)
-        return [self.post(examples[i]) for i in idx]
+    def _links(self, spam: bool) -> list[str]:
+        r = self.rng
+        urls: list[str] = []
+        if r.random() < (0.75 if spam else 0.35):
+            spammy_link = (r.random() < 0.75) if spam else (r.random() < 0.08)
+            if not spam and r.random() < VIRAL_LINK_P:
+                urls.append(str(r.choice(self.viral_urls)))
+            else:
+                pool = self.spam_domains if spammy_link else self.ham_domains
+                urls.append(self._url(str(r.choice(pool)), spammy_link))
+        return urls
+
+    def _burst(self, example: Example, size: int, start: float, users: list[tuple[str, str]]) -> list[SimPost]:
+        """``size`` posts of near-copies of ``example`` by ``users``, minutes apart, with one link."""
+        r, out, t = self.rng, list[SimPost](), start
+        urls = self._links(example.label == 1)
+        for _ in range(size):
+            text = example.text if r.random() < 0.5 else f"{example.text} {r.integers(10, 9999)}"
+            user = users[r.integers(len(users))]
+            out.append(self.post(Example(example.id, text, example.label), min(t, self.now), user, urls))
+            t += float(r.exponential(BURST_GAP_S))
+        return out
+
+    def posts(self, examples: Sequence[Example], n: int, span_s: float = 2 * DAY) -> list[SimPost]:
+        """``n`` posts drawn from ``examples`` (with replacement, each text in new contexts) over the
+        ``span_s`` seconds before ``now``, in time order.
+
+        Most spam comes in campaigns: a burst in which a few accounts post near-copies of one
+        text. Ham has bursts too (a user in a conversation) and shared links (viral news), so
+        volume alone does not give spam away.
+        """
+        r, out = self.rng, list[SimPost]()
+        owed = {0: 0, 1: 0}  # draws a burst already stood for: skipped, so bursts keep the label mix
+        for i in r.integers(0, len(examples), size=n):
+            ex, start = examples[i], self.now - float(r.uniform(0, span_s))
+            if owed[ex.label]:
+                owed[ex.label] -= 1
+                continue
+            size = min(n - len(out), 2 + int(r.poisson(4)))
+            if ex.label == 1 and r.random() < CAMPAIGN_P:
+                kind = str(r.choice(KINDS, p=SPAM_KIND_P))
+                accounts = [(kind, str(u)) for u in r.choice(self.users[kind], size=2 + int(r.poisson(3)))]
+                out += self._burst(ex, size, start, accounts)
+                owed[1] += size - 1
+            elif ex.label == 0 and r.random() < THREAD_P:
+                kind = str(r.choice(KINDS, p=HAM_KIND_P))
+                thread = [self.post(ex, start, (kind, str(r.choice(self.users[kind]))))]
+                out += [*thread, *self._burst(ex, size - 1, start, [(kind, thread[0].event.user_id)])]
+                owed[0] += size - 1
+            else:
+                out.append(self.post(ex, start))
+        return sorted(out, key=lambda p: p.event.created_at)

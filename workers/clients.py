@@ -13,11 +13,15 @@ import numpy.typing as npt
 from workers.keyspace import Keyspace
 from workers.records import InMsg
 from workers.reputation import Applied, Bans, Plan
+from workers.signals import Plan as SignalPlan
 
 
 class HashStore(Protocol):
-    async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
-        """All hashes in one round trip; a missing key gives an empty dict."""
+    async def enrich(
+        self, keys: Sequence[str], plans: Sequence[SignalPlan]
+    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+        """The hashes at ``keys`` (empty where missing), and each plan's signals (feature -> value as before its post,
+        which is then counted; see workers/signals.py), in one round trip."""
         ...
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:

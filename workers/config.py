@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_prefix: str = "modstream:"
     redis_timeout_s: Annotated[float, Field(ge=0.001)] = 0.5
+    # How long the stream-kept signals a post saw are kept under its id: a redelivery within
+    # this window is decided from exactly the same values (workers/signals.py).
+    signal_snapshot_ttl_s: Annotated[int, Field(ge=1)] = 600
     banlist_refresh_s: Annotated[float, Field(gt=0)] = 5.0
 
     # Triton

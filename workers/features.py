@@ -14,31 +14,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas import JourneyStep
+from workers.signals import SIGNALS
 
 FEATURES: tuple[str, ...] = (
     "text_spam_prob",
     "text_chars",
     "has_link_text",
     "has_media_text",
+    # The platform's profile (workers/profiles contract) and the feedback worker's counters.
     "user_age_days",
     "user_friends",
     "user_followers",
     "user_verified",
-    "user_posts",
-    "user_spam_ratio",
+    "user_spam_posts",
     "user_reports",
     "user_email_disposable",
     "url_count",
-    "url_posts",
     "url_reports",
     "domain_age_days",
     "domain_reputation",
-    "domain_posts",
     "domain_reports",
     "domain_subdomain_depth",
     "domain_risky_tld",
-    "ip_posts",
-    "ip_spam_ratio",
+    "ip_spam_posts",
+    # What the stream itself counted, as before this post (workers/signals.py).
+    *SIGNALS,
     "journey_steps",
     "journey_total_ms",
     "journey_min_gap_ms",
@@ -57,6 +57,9 @@ class ContractMismatch(RuntimeError):
     pass
 
 
+NO_SIGNALS = (NAN,) * len(SIGNALS)
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """What enrichment found; an empty mapping means the entity is unknown."""
@@ -65,6 +68,7 @@ class Profile:
     url: Mapping[str, str] = field(default_factory=dict)
     domain: Mapping[str, str] = field(default_factory=dict)
     ip: Mapping[str, str] = field(default_factory=dict)
+    signals: tuple[float, ...] = NO_SIGNALS  # in SIGNALS order
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +93,6 @@ def _num(m: Mapping[str, str], key: str) -> float:
         return float(v)
     except ValueError:
         return NAN
-
-
-def _ratio(m: Mapping[str, str], num: str, den: str) -> float:
-    d = _num(m, den)
-    return _num(m, num) / d if d and d > 0 else NAN
 
 
 def _age_days(m: Mapping[str, str], key: str, now: float) -> float:
@@ -122,21 +121,18 @@ def assemble(facts: PostFacts, profile: Profile, text_prob: float | None) -> lis
         _num(u, "friends"),
         _num(u, "followers"),
         _num(u, "verified"),
-        _num(u, "posts"),
-        _ratio(u, "spam_posts", "posts"),
+        _num(u, "spam_posts"),
         _num(u, "reports"),
         _num(u, "email_disposable"),
         float(facts.url_count),
-        _num(url, "posts"),
         _num(url, "reports"),
         _age_days(d, "created_at", now),
         _num(d, "reputation"),
-        _num(d, "posts"),
         _num(d, "reports"),
         NAN if facts.subdomain_depth is None else float(facts.subdomain_depth),
         NAN if facts.suffix is None else float(facts.suffix.rsplit(".", 1)[-1] in RISKY_TLDS),
-        _num(ip, "posts"),
-        _ratio(ip, "spam_posts", "posts"),
+        _num(ip, "spam_posts"),
+        *profile.signals,
         *journey_features(facts.journey),
     ]
     assert len(row) == len(FEATURES)

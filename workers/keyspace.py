@@ -21,6 +21,10 @@ class Keyspace:
     def ip(self, ip: str) -> str:
         return f"{self.prefix}ip:{ip}"
 
+    def signal(self, name: str) -> str:
+        """Stream-kept behaviour state (workers/signals.py); every such key has a TTL."""
+        return f"{self.prefix}sig:{name}"
+
     def feedback_applied(self, event_id: str) -> str:
         """Marks a feedback event as counted, so a redelivered one is not counted again."""
         return f"{self.prefix}feedback:applied:{event_id}"

@@ -153,7 +153,8 @@ class ModerationWorker:
     async def _enrich(self, posts: list[Post]) -> tuple[list[Profile], bool]:
         try:
             with timed(enrich.STAGE):
-                return await enrich.enrich(posts, self.store, Keyspace(self.settings.redis_prefix)), False
+                ks, ttl = Keyspace(self.settings.redis_prefix), self.settings.signal_snapshot_ttl_s
+                return await enrich.enrich(posts, self.store, ks, ttl), False
         except Exception as exc:
             log.warning("enrich failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("redis").inc(len(posts))

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from schemas import Decision, PostEvent, Reason, Verdict
+from schemas import Decision, FeatureRow, PostEvent, Reason, Verdict
 from workers.urls import Link
 
 
@@ -66,6 +66,7 @@ def verdict_for(
     stage_scores: dict[str, float],
     model_versions: dict[str, str],
     degraded: bool,
+    features: FeatureRow | None = None,
 ) -> Outcome:
     verdict = Verdict(
         post_id=post.event.post_id,
@@ -78,5 +79,6 @@ def verdict_for(
         degraded=degraded,
         latency_ms=max(0.0, (time.monotonic() - post.msg.received_at) * 1000),
         decided_at=datetime.now(UTC),
+        features=features,
     )
     return Outcome(post.msg, verdict)

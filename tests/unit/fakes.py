@@ -12,6 +12,8 @@ from workers.cards import Thresholds
 from workers.clients import DeliveryError
 from workers.features import FEATURES
 from workers.records import InMsg
+from workers.signals import MemorySignals
+from workers.signals import Plan as SignalPlan
 from workers.stages.decide import DecisionModel
 
 
@@ -38,13 +40,16 @@ class FakeStore:
     ) -> None:
         self.hashes, self.sets, self.fail, self.calls = hashes or {}, sets or {}, fail, 0
         self.keys_asked: list[str] = []
+        self.signals = MemorySignals()
 
-    async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
+    async def enrich(
+        self, keys: Sequence[str], plans: Sequence[SignalPlan]
+    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
         self.calls += 1
         self.keys_asked += keys
         if self.fail:
             raise TimeoutError("redis timed out")
-        return [self.hashes.get(k, {}) for k in keys]
+        return [self.hashes.get(k, {}) for k in keys], self.signals.run(plans)
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:
         return [self.sets.get(k, set()) for k in keys]

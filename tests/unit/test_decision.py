@@ -8,6 +8,7 @@ from tests.unit.fakes import tiny_decision_model
 from training.decision import choose_thresholds, evaluate
 from workers.cards import Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
+from workers.signals import SIGNALS
 from workers.stages.decide import DecisionModel, Unavailable, top_reasons
 
 
@@ -45,17 +46,19 @@ def test_missing_history_stays_missing() -> None:
     facts = PostFacts(10, False, False, 0, None, None, [], 1.8e9)
     row = assemble(facts, Profile(), None)
     assert len(row) == len(FEATURES)
-    for name in ("text_spam_prob", "user_age_days", "domain_age_days", "ip_spam_ratio", "domain_risky_tld"):
+    for name in ("text_spam_prob", "user_age_days", "domain_age_days", "ip_spam_posts", "domain_risky_tld", *SIGNALS):
         assert math.isnan(row[FEATURES.index(name)]), name
     assert row[FEATURES.index("journey_direct_api")] == 1.0
 
 
-def test_ratios_and_ages_come_from_the_hashes() -> None:
+def test_counts_and_ages_come_from_the_hashes_and_the_signals() -> None:
     facts = PostFacts(10, False, False, 1, "xyz", 2, [], 1.8e9)
-    prof = Profile(user={"created_at": str(1.8e9 - 10 * 86400), "posts": "10", "spam_posts": "4"})
+    signals = tuple(float(i) for i in range(len(SIGNALS)))
+    prof = Profile(user={"created_at": str(1.8e9 - 10 * 86400), "spam_posts": "4"}, signals=signals)
     row = assemble(facts, prof, 0.7)
     assert row[FEATURES.index("user_age_days")] == pytest.approx(10)
-    assert row[FEATURES.index("user_spam_ratio")] == pytest.approx(0.4)
+    assert row[FEATURES.index("user_spam_posts")] == 4
+    assert [row[FEATURES.index(name)] for name in SIGNALS] == list(signals)
     assert row[FEATURES.index("domain_risky_tld")] == 1.0
     assert row[FEATURES.index("text_spam_prob")] == 0.7
 
@@ -92,9 +95,9 @@ def test_reasons_are_the_top_three_contributions() -> None:
     row = np.zeros(len(FEATURES))
     contrib = np.zeros(len(FEATURES))
     contrib[FEATURES.index("text_spam_prob")] = 2.0
-    contrib[FEATURES.index("user_spam_ratio")] = -1.5
+    contrib[FEATURES.index("user_spam_posts")] = -1.5
     contrib[FEATURES.index("journey_min_gap_ms")] = 1.0
-    contrib[FEATURES.index("ip_posts")] = 0.1
+    contrib[FEATURES.index("ip_posts_1h")] = 0.1
     reasons = top_reasons(row, contrib)
     assert [r.code for r in reasons] == ["text_model", "user_history", "journey"]
     assert "+2.000" in reasons[0].detail

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as redis
+from redis.exceptions import NoScriptError
 
 from workers.keyspace import Keyspace
 from workers.reputation import REPORTS, REPUTATION, SPAM_LABELS, SPAM_POSTS, Applied, Bans, DomainCounts, Plan
+from workers.signals import FIRST_SEEN_TTL_S
+from workers.signals import Plan as SignalPlan
 
 # Apply each feedback event's change at most once: its marker (SET NX, with a TTL longer
 # than any redelivery) and its increments and reputation penalties (clamped at 0) go in one
@@ -57,6 +61,57 @@ def _apply_args(plan: Plan, ks: Keyspace, applied_ttl_s: int, reputation_step: f
     return args
 
 
+# The stream-kept signals of a batch (workers/signals.py): for each post, its snapshot if it
+# was seen before (a redelivery), else each set's size before adding the post, and first
+# sightings; all in one atomic script, so an outage never leaves a post half-counted.
+# ARGV per post: snapshot key, its ttl, n, n x (set key, member, ttl), m, m x (first-seen key, time, ttl).
+# Keys travel in ARGV: fine on one node; a Redis Cluster needs them in KEYS and in one slot.
+_COUNT_SIGNALS = """
+local out, i = {}, 1
+while i <= #ARGV do
+  local snap, snap_ttl, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  i = i + 3
+  local m = tonumber(ARGV[i + 3 * n])
+  local f = i + 3 * n + 1
+  local stored = redis.call('GET', snap)
+  local seen = {}
+  if stored then
+    for v in string.gmatch(stored, '[^,]+') do seen[#seen + 1] = tonumber(v) end
+  else
+    for j = 0, n - 1 do
+      local key = ARGV[i + 3 * j]
+      seen[#seen + 1] = redis.call('PFCOUNT', key)
+      redis.call('PFADD', key, ARGV[i + 3 * j + 1])
+      redis.call('EXPIRE', key, ARGV[i + 3 * j + 2])
+    end
+    for j = 0, m - 1 do
+      local key, at = ARGV[f + 3 * j], tonumber(ARGV[f + 3 * j + 1])
+      local prev = tonumber(redis.call('GET', key))
+      if prev == nil or prev > at then prev = at end
+      redis.call('SET', key, prev, 'EX', ARGV[f + 3 * j + 2])
+      seen[#seen + 1] = prev
+    end
+    redis.call('SET', snap, table.concat(seen, ','), 'EX', snap_ttl)
+  end
+  out[#out + 1] = seen
+  i = f + 3 * m
+end
+return out
+"""
+
+
+def _signal_args(plans: Sequence[SignalPlan]) -> list[str | int]:
+    args: list[str | int] = []
+    for p in plans:
+        args += [p.snapshot, p.snapshot_ttl_s, len(p.counts)]
+        for c in p.counts:
+            args += [c.key, c.member, c.ttl_s]
+        args.append(len(p.first_seen))
+        for f in p.first_seen:
+            args += [f.key, f.at, FIRST_SEEN_TTL_S]
+    return args
+
+
 def connect(url: str, timeout_s: float) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True)
 
@@ -65,6 +120,7 @@ class RedisStore:
     def __init__(self, url: str, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._redis = connect(url, timeout_s)
+        self._count_signals = hashlib.sha1(_COUNT_SIGNALS.encode()).hexdigest()
 
     async def _pipeline(self, command: str, keys: Sequence[str]) -> list[Any]:
         async with asyncio.timeout(self.timeout_s):
@@ -77,8 +133,29 @@ class RedisStore:
         async with asyncio.timeout(self.timeout_s):
             await self._redis.ping()
 
-    async def hgetall_many(self, keys: Sequence[str]) -> list[dict[str, str]]:
-        return await self._pipeline("hgetall", keys)
+    async def enrich(
+        self, keys: Sequence[str], plans: Sequence[SignalPlan]
+    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+        async with asyncio.timeout(self.timeout_s):
+            pipe = self._redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hgetall(key)
+            if plans:
+                # EVALSHA, not a redis-py Script: that checks SCRIPT EXISTS on every pipeline,
+                # a second round trip per batch. The script is loaded again only after a flush.
+                pipe.evalsha(self._count_signals, 0, *_signal_args(plans))
+            results = await pipe.execute(raise_on_error=False)
+        if plans and isinstance(results[-1], NoScriptError):
+            self._count_signals = await self._redis.script_load(_COUNT_SIGNALS)
+            return await self.enrich(keys, plans)
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        seen = results[len(keys) :][0] if plans else []
+        return results[: len(keys)], [
+            {name: float(v) for name, v in zip(p.features, row, strict=True)}
+            for p, row in zip(plans, seen, strict=True)
+        ]
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:
         return await self._pipeline("smembers", keys)

@@ -11,9 +11,9 @@ import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 
-from schemas import Reason, ReasonCode
+from schemas import FeatureRow, Reason, ReasonCode
 from workers.cards import DecisionModelCard, Thresholds
-from workers.features import FEATURES, PostFacts, Profile, assemble, check_contract
+from workers.features import FEATURE_VERSION, FEATURES, PostFacts, Profile, assemble, check_contract
 from workers.isolation import each
 from workers.records import Failure, Outcome, Post, verdict_for
 
@@ -46,6 +46,7 @@ _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "domain": "url_reputation",
     "ip": "ip_history",
     "journey": "journey",
+    "campaign": "campaign",
 }
 
 
@@ -171,6 +172,9 @@ def decide(
             stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),
             model_versions=model_versions,
             degraded=bool(unavailable),
+            features=FeatureRow(
+                contract=FEATURE_VERSION, values=[None if math.isnan(v) else v for v in rows[i].features]
+            ),
         )
 
     outcomes, unverdicted = each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, verdict)

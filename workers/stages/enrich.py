@@ -1,20 +1,21 @@
-"""Stage 3: user, URL, domain and IP history from Redis, in one pipelined round trip per batch."""
+"""Stage 3: user, URL, domain and IP history from Redis, and the stream-kept signals (each post
+read as before it, then counted), in one pipelined round trip per batch."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workers import signals
 from workers.clients import HashStore
 from workers.features import Profile
 from workers.keyspace import Keyspace
 from workers.records import Post
 
 STAGE = "enrich"
-_PARTS = ("user", "url", "domain", "ip")
 
 
 def profile_keys(post: Post, ks: Keyspace) -> tuple[str | None, ...]:
-    """Keys in ``_PARTS`` order; None where the post has no such entity (no link)."""
+    """Keys in :class:`Profile` order (user, url, domain, ip); None where the post has no such entity."""
     link = post.links[0] if post.links else None
     return (
         ks.user(post.event.user_id),
@@ -24,13 +25,20 @@ def profile_keys(post: Post, ks: Keyspace) -> tuple[str | None, ...]:
     )
 
 
-async def enrich(posts: Sequence[Post], store: HashStore, ks: Keyspace) -> list[Profile]:
-    """Raises on store errors; the caller decides how to degrade."""
+async def enrich(posts: Sequence[Post], store: HashStore, ks: Keyspace, snapshot_ttl_s: int) -> list[Profile]:
+    """Raises on store errors; the caller decides how to degrade. ``posts`` are counted in order."""
     per_post = [profile_keys(p, ks) for p in posts]
     # Each key once: a burst from one user or one domain shares its hashes.
     flat = list(dict.fromkeys(k for keys in per_post for k in keys if k is not None))
-    found = dict(zip(flat, await store.hgetall_many(flat), strict=True)) if flat else {}
+    bands = signals.band_hashes([p.text for p in posts]) if posts else []
+    plans = [signals.plan(p, b, ks, snapshot_ttl_s) for p, b in zip(posts, bands, strict=True)]
+    hashes, seen = await store.enrich(flat, plans)
+    found = dict(zip(flat, hashes, strict=True))
+
+    def get(key: str | None) -> dict[str, str]:
+        return found.get(key, {}) if key else {}
+
     return [
-        Profile(**{part: found.get(k, {}) if k else {} for part, k in zip(_PARTS, keys, strict=True)})
-        for keys in per_post
+        Profile(get(user), get(url), get(domain), get(ip), signals=signals.values(plan, counted))
+        for (user, url, domain, ip), plan, counted in zip(per_post, plans, seen, strict=True)
     ]

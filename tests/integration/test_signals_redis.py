@@ -1,0 +1,61 @@
+"""The Redis script behind the stream-kept signals, against the in-memory reference, on a real Redis."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from modstream.stack import Endpoints
+from tests.unit.test_signals import T0, post
+from workers import signals
+from workers.adapters.redis_store import RedisStore
+from workers.keyspace import Keyspace
+from workers.signals import HOUR, MemorySignals
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def prefix(stack: Endpoints) -> Iterator[str]:
+    prefix = f"sig-{uuid.uuid4().hex[:8]}:"
+    yield prefix
+    r = redis.Redis.from_url(stack.redis_url)
+    for key in r.scan_iter(match=f"{prefix}*"):
+        r.delete(key)
+
+
+def batch() -> list:  # type: ignore[type-arg]
+    base = "limited offer buy cheap watches today at the best price with free shipping"
+    return [
+        post(f"p{i}", f"u{i % 4}", at=T0 + i * 600, text=f"{base} {i % 3}", urls=[f"https://s{i % 2}.promo.example/x"])
+        for i in range(24)
+    ] + [post("plain", "u9", at=T0 + 5 * HOUR, text="see you at the standup tomorrow")]
+
+
+def plans(ks: Keyspace) -> list[signals.Plan]:
+    posts = batch()
+    return [
+        signals.plan(p, b, ks, 600) for p, b in zip(posts, signals.band_hashes([p.text for p in posts]), strict=True)
+    ]
+
+
+async def test_redis_counts_like_the_reference_and_a_second_delivery_changes_nothing(
+    stack: Endpoints, prefix: str
+) -> None:
+    ks = Keyspace(prefix)
+    store = RedisStore(stack.redis_url, 2.0)
+    r = redis.Redis.from_url(stack.redis_url)
+    try:
+        _, seen = await store.enrich([], plans(ks))
+        assert seen == MemorySignals().run(plans(ks))  # small sets: HyperLogLogs count them exactly
+        keys = sorted(r.scan_iter(match=f"{prefix}*"))
+        before = {k: r.dump(k) for k in keys}
+        assert all(0 < r.ttl(k) <= signals.FIRST_SEEN_TTL_S for k in keys)  # every key expires
+        _, again = await store.enrich([], plans(ks))  # the batch redelivered
+        assert again == seen
+        assert sorted(r.scan_iter(match=f"{prefix}*")) == keys and {k: r.dump(k) for k in keys} == before
+    finally:
+        await store.close()

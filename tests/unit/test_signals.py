@@ -1,0 +1,87 @@
+"""Stream-kept signals: window maths, idempotency under redelivery, near-duplicate hashing."""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.unit.fakes import event
+from workers import signals
+from workers.keyspace import Keyspace
+from workers.records import InMsg, Post
+from workers.signals import DAY, HOUR, SIGNALS, MemorySignals
+from workers.stages.validate import validate
+
+KS = Keyspace("t:")
+T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC).timestamp()
+
+
+def post(pid: str, user: str = "u1", at: float = T0, text: str = "win a free prize now", **kw: object) -> Post:
+    created = datetime.fromtimestamp(at, UTC).isoformat()
+    (p,), _ = validate([InMsg("posts", 0, 0, None, event(pid, text, user_id=user, created_at=created, **kw), 0.0)])
+    return p
+
+
+def run(store: MemorySignals, posts: list[Post]) -> list[dict[str, float]]:
+    bands = signals.band_hashes([p.text for p in posts])
+    plans = [signals.plan(p, b, KS, 600) for p, b in zip(posts, bands, strict=True)]
+    return [
+        dict(zip(SIGNALS, signals.values(pl, s), strict=True)) for pl, s in zip(plans, store.run(plans), strict=True)
+    ]
+
+
+def test_counts_are_as_before_the_post_and_windows_are_event_time_buckets() -> None:
+    store = MemorySignals()
+    first, second, next_hour, next_day = run(
+        store,
+        [post("a"), post("b", at=T0 + 60), post("c", at=T0 + HOUR), post("d", at=T0 + DAY)],
+    )
+    assert (first["user_posts_1h"], first["user_posts_24h"]) == (0, 0)
+    assert (second["user_posts_1h"], second["user_posts_24h"]) == (1, 1)
+    assert (next_hour["user_posts_1h"], next_hour["user_posts_24h"]) == (0, 2)  # a new hour, the same day
+    assert (next_day["user_posts_1h"], next_day["user_posts_24h"]) == (0, 0)
+
+
+def test_distinct_users_count_users_not_posts() -> None:
+    out = run(MemorySignals(), [post("a", "u1"), post("b", "u1"), post("c", "u2"), post("d", "u3")])
+    assert [o["campaign_users_24h"] for o in out] == [0, 1, 1, 2]
+    assert [o["ip_users_24h"] for o in out] == [0, 1, 1, 2]
+
+
+def test_a_redelivered_post_counts_once_and_sees_what_it_saw_first() -> None:
+    store = MemorySignals()
+    batch = [post("a", "u1"), post("b", "u2", urls=["https://x.example/p"])]
+    first = run(store, batch)
+    run(store, [post("c", "u3", urls=["https://x.example/p"])])  # the state moves on...
+    state = copy.deepcopy((store.sets, store.first))
+    again = run(store, batch)  # ...then the batch comes back (a crash before its commit)
+    assert again == first and (store.sets, store.first) == state
+
+
+def test_first_sightings_and_missing_link_signals() -> None:
+    link = "https://new.example/x"
+    early, late, no_link = run(
+        MemorySignals(), [post("a", urls=[link], at=T0), post("b", urls=[link], at=T0 + 3 * HOUR), post("c")]
+    )
+    assert early["url_first_seen_hours"] == 0 and late["url_first_seen_hours"] == pytest.approx(3)
+    assert all(math.isnan(no_link[name]) for name in SIGNALS if name.startswith(("url_", "domain_")))
+
+
+def test_near_duplicates_share_a_band_and_different_texts_do_not() -> None:
+    base = "limited offer buy cheap watches today at the best price with free shipping worldwide"
+    near, other = base + " 4821", "see you at the standup tomorrow, bring the slides please"
+    a, b, c = signals.band_hashes([base, near, other])
+    assert set(a) & set(b)
+    assert not set(a) & set(c)
+    assert signals.band_hashes([base]) == [a]  # the same in any batch
+
+
+def test_campaign_near_copies_by_new_accounts_raise_the_near_duplicate_count() -> None:
+    base = "limited offer buy cheap watches today at the best price with free shipping worldwide"
+    posts = [post(f"p{i}", f"bot{i}", text=f"{base} {1000 + i}") for i in range(6)]
+    out = run(MemorySignals(), posts)
+    assert [o["campaign_users_24h"] for o in out] == [0] * 6  # every text differs exactly...
+    assert out[-1]["campaign_neardup_users_24h"] >= 3  # ...but not in substance
