@@ -19,7 +19,7 @@ import redis
 from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
-from schemas import DeadLetter
+from schemas import DeadLetter, Verdict
 from tests.unit.fakes import event, tiny_decision_model
 from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
@@ -222,3 +222,27 @@ def test_a_worker_waits_for_unreachable_dependencies_with_one_line_per_attempt(m
     attempts = [line for line in err.splitlines() if "not reachable (attempt" in line]
     assert proc.returncode == 0 and "Traceback" not in err
     assert len(attempts) >= 2 and all(line.count("kafka at 127.0.0.1:1") == 1 for line in attempts)
+
+
+def test_a_batch_handled_twice_gets_identical_verdicts(settings: Settings) -> None:
+    """A crash before the commit hands the batch to the next worker: it must decide every post
+    the same way, although the stream-kept signals counted the posts the first time."""
+    records = [
+        post(f"d{i}", f"post {i} about the weather" + " buy now" * (i % 4), urls=[f"https://s{i % 3}.example.org/x"])
+        for i in range(40)
+    ]
+    first = run_worker(settings, records).outcomes.raw_verdicts
+    again = settings.model_copy(
+        update={"group_id": f"{settings.group_id}-again", "output_topic": f"{settings.output_topic}-again"}
+    )
+    create_topics(again.kafka_bootstrap, {again.output_topic: 2})
+    second = run_worker(again, records).outcomes.raw_verdicts
+
+    def stable(raw: bytes) -> dict[str, object]:
+        return {k: v for k, v in json.loads(raw).items() if k not in ("latency_ms", "decided_at")}
+
+    assert set(first) == set(second) == {r.key for r in records}
+    assert {k: stable(v) for k, v in first.items()} == {k: stable(v) for k, v in second.items()}
+    rows = [Verdict.model_validate_json(v).features for v in first.values()]
+    seen = sorted(r.values[FEATURES.index("user_posts_24h")] or 0 for r in rows if r is not None)
+    assert seen == list(range(40))  # each post saw the ones counted before it, once
