@@ -65,7 +65,7 @@ class DictStore:
 
     async def enrich(
         self, keys: Sequence[str], plans: Sequence[SignalPlan]
-    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+    ) -> tuple[list[dict[str, str]], list[list[float]]]:
         return [self.hashes.get(k, {}) for k in keys], self.signals.run(plans)
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:

@@ -19,9 +19,9 @@ from workers.signals import Plan as SignalPlan
 class HashStore(Protocol):
     async def enrich(
         self, keys: Sequence[str], plans: Sequence[SignalPlan]
-    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
-        """The hashes at ``keys`` (empty where missing), and each plan's signals (feature -> value as before its post,
-        which is then counted; see workers/signals.py), in one round trip."""
+    ) -> tuple[list[dict[str, str]], list[list[float]]]:
+        """The hashes at ``keys`` (empty where missing), and each plan's signals as before its post
+        (in :attr:`Plan.features` order), which is then counted (workers/signals.py), in one round trip."""
         ...
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:

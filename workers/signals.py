@@ -6,27 +6,29 @@ the pure part, shared by the worker and the simulator: which keys a post touches
 (:func:`plan`), and how the counts become feature values (:data:`SIGNALS`). The store
 runs a plan (Redis: one script per batch; training: :class:`MemorySignals`).
 
-Semantics, which every store implements:
+Semantics, which every store implements (Redis: workers/adapters/redis_store.py):
 
-* A count is a set cardinality: distinct post ids (posts per entity) or distinct user
-  ids (users per entity, campaigns). Adding the same id twice counts once, so a
-  redelivered post counts once (Redis keeps HyperLogLogs: about 1% error, 12 KB at most).
+* State lives in one hash per signal and time bucket (fields are short hashes of the
+  entity), never a key per entity: a key costs ~200 bytes of Redis overhead, a field ~60.
+* "Posts per X" counts posts; "users per X" counts distinct users, exactly up to
+  :data:`USERS_CAP` (past that a campaign is a campaign).
 * Windows are tumbling buckets of event time (``created_at``): the 1 h signal counts the
-  posts of the post's clock hour, the 24 h signal those of its UTC day. A key lives for
-  two windows, so memory is bounded by the traffic of the last two windows.
-* First sightings keep the earliest ``created_at`` seen for a URL or a domain; a post
-  sees the earlier of that and its own time.
-* The values a post saw are kept under its id for the redelivery window (the snapshot):
-  a redelivered post gets exactly the values of its first delivery, even when other
-  posts arrived in between.
+  posts of the post's clock hour, the 24 h signal those of its UTC day. A bucket's hash
+  expires two windows after it was created, so memory follows the traffic of two windows.
+* First sightings keep the earliest ``created_at`` of a URL (a domain) over the current
+  and the previous 2-day (30-day) bucket; a post sees the earlier of that and its own time.
+* What a post saw is kept under its id for the redelivery window (its snapshot): a
+  redelivered post gets exactly the values of its first delivery and counts nothing
+  again, even when other posts arrived in between. This is what makes counting idempotent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +39,10 @@ from workers.records import Post
 
 HOUR = 3600
 DAY = 24 * HOUR
-# First sightings are kept this long after the last post that saw them.
-FIRST_SEEN_TTL_S = 30 * DAY
+USERS_CAP = 32
+URL_FIRST_SEEN_WINDOW = 2 * DAY
+DOMAIN_FIRST_SEEN_WINDOW = 30 * DAY
+TOKEN_HEX = 8  # a user in a distinct-users list: 8 hex digits of a hash
 
 # Near-duplicate text: MinHash over word bigrams, 16 permutations in 4 bands of 4, so
 # texts with Jaccard similarity 0.8 share a band with probability 0.87, and at 0.5, 0.23.
@@ -54,26 +58,34 @@ _B = _rng.integers(0, _PRIME, size=BANDS * ROWS, dtype=np.int64)
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """One counted signal: ``id`` is added to the set at ``key``; the feature is its size before."""
+    """One counted signal at ``(key, field)``: the post counts itself (``member`` empty) or its
+    user (``member``, a token); the feature is the count before it. ``ttl_s`` for a new bucket."""
 
     feature: str
     key: str
+    field: str
     member: str
     ttl_s: int
 
 
 @dataclass(frozen=True, slots=True)
 class FirstSeen:
+    """The earliest time at ``field`` over the buckets ``key`` (written) and ``previous``."""
+
     feature: str
     key: str
+    previous: str
+    field: str
     at: int  # epoch seconds of this post
+    ttl_s: int
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Everything one post reads and writes; ``snapshot`` keeps what it saw, under its id."""
+    """Everything one post reads and writes; its snapshot keeps what it saw, under its id."""
 
-    snapshot: str
+    snapshot: str  # hash key; the field is ``post_id``
+    post_id: str
     snapshot_ttl_s: int
     counts: tuple[Count, ...]
     first_seen: tuple[FirstSeen, ...]
@@ -83,6 +95,11 @@ class Plan:
     def features(self) -> tuple[str, ...]:
         """What the store returns for this plan, in order: each count, then each first sighting."""
         return tuple(c.feature for c in self.counts) + tuple(f.feature for f in self.first_seen)
+
+
+def token(value: str, digits: int = 16) -> str:
+    """A short, stable stand-in for an entity (a URL can be 2 KB): ``digits`` hex of its hash."""
+    return hashlib.blake2b(value.encode(), digest_size=digits // 2).hexdigest()
 
 
 def _bucket(t: int, window: int) -> int:
@@ -114,40 +131,44 @@ def band_hashes(texts: Sequence[str]) -> list[tuple[str, ...]]:
 def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) -> Plan:
     """The signals of one post. ``bands`` comes from :func:`band_hashes` (batched: it is numpy)."""
     e, link = post.event, post.links[0] if post.links else None
-    t, user, pid, ip = int(e.created_at.timestamp()), e.user_id, e.post_id, e.ip
+    t, user = int(e.created_at.timestamp()), token(e.user_id, TOKEN_HEX)
 
-    def count(feature: str, entity: str, member: str, window: int) -> Count:
-        return Count(feature, ks.signal(f"{entity}:{window}:{_bucket(t, window)}"), member, 2 * window)
+    def count(feature: str, signal: str, entity: str, window: int, member: str = "") -> Count:
+        return Count(feature, ks.signal(f"{signal}:{window}:{_bucket(t, window)}"), token(entity), member, 2 * window)
+
+    def first(feature: str, signal: str, entity: str, window: int) -> FirstSeen:
+        b = _bucket(t, window)
+        key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
+        return FirstSeen(feature, key, previous, token(entity), t, 2 * window)
 
     counts = [
-        count("user_posts_1h", f"up:{user}", pid, HOUR),
-        count("user_posts_24h", f"up:{user}", pid, DAY),
-        count("ip_posts_1h", f"ip:{ip}", pid, HOUR),
-        count("ip_posts_24h", f"ip:{ip}", pid, DAY),
-        count("ip_users_24h", f"iu:{ip}", user, DAY),
-        count("campaign_users_24h", f"tu:{text_hash(post.text)}", user, DAY),
-        *(count(f"{_BAND}{i}", f"nu{i}:{h}", user, DAY) for i, h in enumerate(bands)),
+        count("user_posts_1h", "up", e.user_id, HOUR),
+        count("user_posts_24h", "up", e.user_id, DAY),
+        count("ip_posts_24h", "ip", e.ip, DAY),
+        count("ip_users_24h", "iu", e.ip, DAY, user),
+        count("campaign_users_24h", "tu", normalised(post.text), DAY, user),
+        *(count(f"{_BAND}{i}", f"nu{i}", h, DAY, user) for i, h in enumerate(bands)),
     ]
-    first: list[FirstSeen] = []
+    firsts: list[FirstSeen] = []
     if link is not None:
         counts += [
-            count("url_posts_24h", f"lp:{link.url}", pid, DAY),
-            count("url_users_24h", f"lu:{link.url}", user, DAY),
-            count("domain_posts_24h", f"dp:{link.domain}", pid, DAY),
-            count("domain_users_24h", f"du:{link.domain}", user, DAY),
+            count("url_posts_24h", "lp", link.url, DAY),
+            count("url_users_24h", "lu", link.url, DAY, user),
+            count("domain_posts_24h", "dp", link.domain, DAY),
+            count("domain_users_24h", "du", link.domain, DAY, user),
         ]
-        first = [
-            FirstSeen("url_first_seen", ks.signal(f"lf:{link.url}"), t),
-            FirstSeen("domain_first_seen", ks.signal(f"df:{link.domain}"), t),
+        firsts = [
+            first("url_first_seen", "lf", link.url, URL_FIRST_SEEN_WINDOW),
+            first("domain_first_seen", "df", link.domain, DOMAIN_FIRST_SEEN_WINDOW),
         ]
-    return Plan(ks.signal(f"snap:{pid}"), snapshot_ttl_s, tuple(counts), tuple(first), t)
+    snapshot = ks.signal(f"snap:{snapshot_ttl_s}:{_bucket(t, snapshot_ttl_s)}")
+    return Plan(snapshot, e.post_id, 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)
 
 
 # The signal features, in contract order; a post without a link has no URL or domain signals.
 SIGNALS: tuple[str, ...] = (
     "user_posts_1h",
     "user_posts_24h",
-    "ip_posts_1h",
     "ip_posts_24h",
     "ip_users_24h",
     "campaign_users_24h",
@@ -161,9 +182,10 @@ SIGNALS: tuple[str, ...] = (
 )
 
 
-def values(p: Plan, seen: Mapping[str, float]) -> tuple[float, ...]:
-    """Feature values in :data:`SIGNALS` order from what the store returned for ``p``
-    (feature -> count, or first-seen epoch seconds); NaN where the post has no such entity."""
+def values(p: Plan, returned: Sequence[float]) -> tuple[float, ...]:
+    """Feature values in :data:`SIGNALS` order from what the store returned for ``p`` (in
+    :attr:`Plan.features` order: counts, then first-seen times); NaN where the post has no such entity."""
+    seen = dict(zip(p.features, returned, strict=True))
     near = [seen[c.feature] for c in p.counts if c.feature.startswith(_BAND)]
     out = dict(seen)
     out["campaign_neardup_users_24h"] = max(near) if near else math.nan  # the most-shared band
@@ -173,26 +195,35 @@ def values(p: Plan, seen: Mapping[str, float]) -> tuple[float, ...]:
 
 
 class MemorySignals:
-    """The semantics above over exact Python sets: the simulator's store, and the reference
-    the Redis script is tested against. Keys never expire here (training spans are short)."""
+    """The semantics above in plain Python: the simulator's store, and the reference the Redis
+    script is tested against. Nothing expires here (training spans are short)."""
 
     def __init__(self) -> None:
-        self.sets: dict[str, set[str]] = {}
-        self.first: dict[str, int] = {}
-        self.snapshots: dict[str, dict[str, float]] = {}
+        self.posts: dict[tuple[str, str], int] = {}
+        self.users: dict[tuple[str, str], list[str]] = {}
+        self.first: dict[tuple[str, str], int] = {}
+        self.snapshots: dict[tuple[str, str], list[float]] = {}
 
-    def run(self, plans: Sequence[Plan]) -> list[dict[str, float]]:
+    def run(self, plans: Sequence[Plan]) -> list[list[float]]:
+        """Per plan, the values in :attr:`Plan.features` order."""
         out = []
         for p in plans:
-            if p.snapshot not in self.snapshots:
-                seen: dict[str, float] = {}
+            if (p.snapshot, p.post_id) not in self.snapshots:
+                seen: list[float] = []
                 for c in p.counts:
-                    members = self.sets.setdefault(c.key, set())
-                    seen[c.feature] = float(len(members))
-                    members.add(c.member)
+                    where = (c.key, c.field)
+                    if not c.member:
+                        seen.append(self.posts.get(where, 0))
+                        self.posts[where] = self.posts.get(where, 0) + 1
+                        continue
+                    users = self.users.setdefault(where, [])
+                    seen.append(len(users))
+                    if len(users) < USERS_CAP and c.member not in users:
+                        users.append(c.member)
                 for f in p.first_seen:
-                    earliest = min(self.first.get(f.key, f.at), f.at)
-                    seen[f.feature] = self.first[f.key] = earliest
-                self.snapshots[p.snapshot] = seen
-            out.append(self.snapshots[p.snapshot])
+                    here = self.first.get((f.key, f.field))
+                    seen.append(min(x for x in (here, self.first.get((f.previous, f.field)), f.at) if x is not None))
+                    self.first[f.key, f.field] = min(here if here is not None else f.at, f.at)
+                self.snapshots[p.snapshot, p.post_id] = seen
+            out.append(self.snapshots[p.snapshot, p.post_id])
         return out

@@ -53,7 +53,7 @@ async def test_redis_counts_like_the_reference_and_a_second_delivery_changes_not
         assert seen == MemorySignals().run(plans(ks))  # small sets: HyperLogLogs count them exactly
         keys = sorted(r.scan_iter(match=f"{prefix}*"))
         before = {k: r.dump(k) for k in keys}
-        assert all(0 < r.ttl(k) <= signals.FIRST_SEEN_TTL_S for k in keys)  # every key expires
+        assert all(0 < r.ttl(k) <= 2 * signals.DOMAIN_FIRST_SEEN_WINDOW for k in keys)  # every key expires
         _, again = await store.enrich([], plans(ks))  # the batch redelivered
         assert again == seen
         assert sorted(r.scan_iter(match=f"{prefix}*")) == keys and {k: r.dump(k) for k in keys} == before

@@ -44,7 +44,7 @@ class FakeStore:
 
     async def enrich(
         self, keys: Sequence[str], plans: Sequence[SignalPlan]
-    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+    ) -> tuple[list[dict[str, str]], list[list[float]]]:
         self.calls += 1
         self.keys_asked += keys
         if self.fail:

@@ -97,7 +97,7 @@ def test_reasons_are_the_top_three_contributions() -> None:
     contrib[FEATURES.index("text_spam_prob")] = 2.0
     contrib[FEATURES.index("user_spam_posts")] = -1.5
     contrib[FEATURES.index("journey_min_gap_ms")] = 1.0
-    contrib[FEATURES.index("ip_posts_1h")] = 0.1
+    contrib[FEATURES.index("ip_posts_24h")] = 0.1
     reasons = top_reasons(row, contrib)
     assert [r.code for r in reasons] == ["text_model", "user_history", "journey"]
     assert "+2.000" in reasons[0].detail

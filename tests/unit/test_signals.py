@@ -56,9 +56,9 @@ def test_a_redelivered_post_counts_once_and_sees_what_it_saw_first() -> None:
     batch = [post("a", "u1"), post("b", "u2", urls=["https://x.example/p"])]
     first = run(store, batch)
     run(store, [post("c", "u3", urls=["https://x.example/p"])])  # the state moves on...
-    state = copy.deepcopy((store.sets, store.first))
+    state = copy.deepcopy((store.posts, store.users, store.first))
     again = run(store, batch)  # ...then the batch comes back (a crash before its commit)
-    assert again == first and (store.sets, store.first) == state
+    assert again == first and (store.posts, store.users, store.first) == state
 
 
 def test_first_sightings_and_missing_link_signals() -> None:

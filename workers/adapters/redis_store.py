@@ -12,7 +12,7 @@ from redis.exceptions import NoScriptError
 
 from workers.keyspace import Keyspace
 from workers.reputation import REPORTS, REPUTATION, SPAM_LABELS, SPAM_POSTS, Applied, Bans, DomainCounts, Plan
-from workers.signals import FIRST_SEEN_TTL_S
+from workers.signals import USERS_CAP
 from workers.signals import Plan as SignalPlan
 
 # Apply each feedback event's change at most once: its marker (SET NX, with a TTL longer
@@ -61,54 +61,77 @@ def _apply_args(plan: Plan, ks: Keyspace, applied_ttl_s: int, reputation_step: f
     return args
 
 
-# The stream-kept signals of a batch (workers/signals.py): for each post, its snapshot if it
-# was seen before (a redelivery), else each set's size before adding the post, and first
-# sightings; all in one atomic script, so an outage never leaves a post half-counted.
-# ARGV per post: snapshot key, its ttl, n, n x (set key, member, ttl), m, m x (first-seen key, time, ttl).
+# The stream-kept signals of a batch (workers/signals.py has the semantics): for each post,
+# its snapshot if it was counted before (a redelivery), else each count before adding the
+# post, and first sightings; all in one atomic script, so an outage never half-counts a post.
+# ARGV: the users cap, then per post: snapshot key, post id, snapshot ttl,
+# n, n x (key, field, member or '', ttl), m, m x (key, previous key, field, time, ttl).
 # Keys travel in ARGV: fine on one node; a Redis Cluster needs them in KEYS and in one slot.
 _COUNT_SIGNALS = """
-local out, i = {}, 1
+local cap, out, i = tonumber(ARGV[1]), {}, 2
+local expiring = {}  -- each bucket's TTL is set once per batch, not once per post
+local function expire(key, ttl)
+  if not expiring[key] then
+    redis.call('EXPIRE', key, ttl, 'NX')
+    expiring[key] = true
+  end
+end
 while i <= #ARGV do
-  local snap, snap_ttl, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  i = i + 3
-  local m = tonumber(ARGV[i + 3 * n])
-  local f = i + 3 * n + 1
-  local stored = redis.call('GET', snap)
+  local snap, pid, snap_ttl, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  i = i + 4
+  local m = tonumber(ARGV[i + 4 * n])
+  local f = i + 4 * n + 1
+  local stored = redis.call('HGET', snap, pid)
   local seen = {}
   if stored then
     for v in string.gmatch(stored, '[^,]+') do seen[#seen + 1] = tonumber(v) end
   else
     for j = 0, n - 1 do
-      local key = ARGV[i + 3 * j]
-      seen[#seen + 1] = redis.call('PFCOUNT', key)
-      redis.call('PFADD', key, ARGV[i + 3 * j + 1])
-      redis.call('EXPIRE', key, ARGV[i + 3 * j + 2])
+      local key, field, member, ttl = ARGV[i + 4 * j], ARGV[i + 4 * j + 1], ARGV[i + 4 * j + 2], ARGV[i + 4 * j + 3]
+      if member == '' then
+        seen[#seen + 1] = redis.call('HINCRBY', key, field, 1) - 1
+      else
+        local users = redis.call('HGET', key, field) or ''
+        local w = #member
+        local count, known = #users / w, false
+        for k = 1, #users, w do
+          if string.sub(users, k, k + w - 1) == member then known = true break end
+        end
+        seen[#seen + 1] = count
+        if not known and count < cap then redis.call('HSET', key, field, users .. member) end
+      end
+      expire(key, ttl)
     end
     for j = 0, m - 1 do
-      local key, at = ARGV[f + 3 * j], tonumber(ARGV[f + 3 * j + 1])
-      local prev = tonumber(redis.call('GET', key))
-      if prev == nil or prev > at then prev = at end
-      redis.call('SET', key, prev, 'EX', ARGV[f + 3 * j + 2])
-      seen[#seen + 1] = prev
+      local key, prev, field, at, ttl = ARGV[f + 5 * j], ARGV[f + 5 * j + 1], ARGV[f + 5 * j + 2],
+        tonumber(ARGV[f + 5 * j + 3]), ARGV[f + 5 * j + 4]
+      local here, before = tonumber(redis.call('HGET', key, field)), tonumber(redis.call('HGET', prev, field))
+      local earliest = at
+      if here and here < earliest then earliest = here end
+      if before and before < earliest then earliest = before end
+      if not here or at < here then redis.call('HSET', key, field, at) end
+      expire(key, ttl)
+      seen[#seen + 1] = earliest
     end
-    redis.call('SET', snap, table.concat(seen, ','), 'EX', snap_ttl)
+    redis.call('HSET', snap, pid, table.concat(seen, ','))
+    expire(snap, snap_ttl)
   end
   out[#out + 1] = seen
-  i = f + 3 * m
+  i = f + 5 * m
 end
 return out
 """
 
 
 def _signal_args(plans: Sequence[SignalPlan]) -> list[str | int]:
-    args: list[str | int] = []
+    args: list[str | int] = [USERS_CAP]
     for p in plans:
-        args += [p.snapshot, p.snapshot_ttl_s, len(p.counts)]
+        args += [p.snapshot, p.post_id, p.snapshot_ttl_s, len(p.counts)]
         for c in p.counts:
-            args += [c.key, c.member, c.ttl_s]
+            args += [c.key, c.field, c.member, c.ttl_s]
         args.append(len(p.first_seen))
         for f in p.first_seen:
-            args += [f.key, f.at, FIRST_SEEN_TTL_S]
+            args += [f.key, f.previous, f.field, f.at, f.ttl_s]
     return args
 
 
@@ -135,7 +158,7 @@ class RedisStore:
 
     async def enrich(
         self, keys: Sequence[str], plans: Sequence[SignalPlan]
-    ) -> tuple[list[dict[str, str]], list[dict[str, float]]]:
+    ) -> tuple[list[dict[str, str]], list[list[float]]]:
         async with asyncio.timeout(self.timeout_s):
             pipe = self._redis.pipeline(transaction=False)
             for key in keys:
@@ -152,10 +175,7 @@ class RedisStore:
             if isinstance(r, Exception):
                 raise r
         seen = results[len(keys) :][0] if plans else []
-        return results[: len(keys)], [
-            {name: float(v) for name, v in zip(p.features, row, strict=True)}
-            for p, row in zip(plans, seen, strict=True)
-        ]
+        return results[: len(keys)], [[float(v) for v in row] for row in seen]
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:
         return await self._pipeline("smembers", keys)
