@@ -11,15 +11,19 @@ from schemas.events import (
     ReasonCode,
     Verdict,
 )
+from schemas.profiles import DomainProfile, ProfileUpdate, UserProfile
 
 __all__ = [
     "SCHEMA_VERSION",
     "DeadLetter",
     "Decision",
+    "DomainProfile",
     "FeedbackEvent",
     "JourneyStep",
     "PostEvent",
+    "ProfileUpdate",
     "Reason",
     "ReasonCode",
+    "UserProfile",
     "Verdict",
 ]
