@@ -6,11 +6,14 @@ import asyncio
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
+from modstream.cli import app
 from schemas import DeadLetter, ProfileUpdate
 from schemas.profiles import PROFILE_FIELDS
 from tests.unit.fakes import FakeSink, FakeSource
@@ -170,3 +173,14 @@ async def test_run_settles_batches_until_stopped_and_closes_the_source() -> None
     stop.set()
     await asyncio.wait_for(task, 5)
     assert source.stored == {("profiles", 0): 2} and source.closed
+
+
+def test_the_cli_exports_the_contract_and_the_schema(tmp_path: Path) -> None:
+    out = tmp_path / "contract.json"
+    result = CliRunner().invoke(app, ["profile-contract", "--out", str(out)], env={"MODSTREAM_REDIS_PREFIX": "x:"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text()) == contract(Keyspace("x:"))
+    result = CliRunner().invoke(app, ["schema", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    schema = json.loads((tmp_path / "ProfileUpdate.schema.json").read_text())
+    assert schema["discriminator"]["propertyName"] == "entity"
