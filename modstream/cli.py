@@ -26,9 +26,10 @@ def schema(
     out: Annotated[Path | None, typer.Option(help="Write one <Model>.schema.json per model here")] = None,
 ) -> None:
     """Export the event contracts as JSON Schema."""
-    from schemas import DeadLetter, FeedbackEvent, PostEvent, Verdict
+    from schemas import DeadLetter, FeedbackEvent, PostEvent, ProfileUpdate, Verdict
 
-    schemas = {m.__name__: m.model_json_schema() for m in (PostEvent, Verdict, FeedbackEvent, DeadLetter)}
+    models = (PostEvent, Verdict, FeedbackEvent, DeadLetter, ProfileUpdate)
+    schemas = {m.__name__: m.model_json_schema() for m in models}
     if out is None:
         print(json.dumps(schemas, indent=2))
         return
@@ -75,6 +76,31 @@ def worker(log_level: str = "INFO") -> None:
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    main(_settings())
+
+
+@app.command("profile-contract")
+def profile_contract(
+    out: Annotated[Path | None, typer.Option(help="Write the contract to this JSON file")] = None,
+) -> None:
+    """The Redis keys and fields a platform supplies, and their encodings, as JSON."""
+    from workers.keyspace import Keyspace
+    from workers.profiles.contract import contract
+
+    text = json.dumps(contract(Keyspace(_settings().redis_prefix)), indent=2)
+    if out is None:
+        print(text)
+        return
+    out.write_text(text + "\n")
+    console.print(f"wrote the profile contract to {out}")
+
+
+@app.command("ingest-profiles")
+def ingest_profiles(log_level: str = "INFO") -> None:
+    """Consume profile updates (MODSTREAM_PROFILES_TOPIC) into Redis; invalid ones go to the DLQ."""
+    from workers.profiles.app import main
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     main(_settings())

@@ -12,16 +12,20 @@ from schemas.events import (
     ReasonCode,
     Verdict,
 )
+from schemas.profiles import DomainProfile, ProfileUpdate, UserProfile
 
 __all__ = [
     "SCHEMA_VERSION",
     "DeadLetter",
     "Decision",
+    "DomainProfile",
     "FeatureRow",
     "FeedbackEvent",
     "JourneyStep",
     "PostEvent",
+    "ProfileUpdate",
     "Reason",
     "ReasonCode",
+    "UserProfile",
     "Verdict",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
@@ -62,15 +63,25 @@ def write_tiny_onnx(path: Path) -> None:
     save(model, str(path))
 
 
-def first_record(bootstrap: str, topic: str) -> Message:
-    """The first record of partition 0, read by assignment (no group join to wait for)."""
+def records(bootstrap: str, topic: str, n: int, timeout_s: float = 10.0) -> list[Message]:
+    """The first ``n`` records of partition 0 (fewer if they do not come within ``timeout_s``),
+    read by assignment: no group join to wait for."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout_s
     try:
-        message = consumer.poll(10)
+        while len(out) < n and time.monotonic() < deadline:
+            if (message := consumer.poll(max(0.0, deadline - time.monotonic()))) is not None:
+                assert message.error() is None
+                out.append(message)
     finally:
         consumer.close()
-    assert message is not None and message.error() is None
+    return out
+
+
+def first_record(bootstrap: str, topic: str) -> Message:
+    (message,) = records(bootstrap, topic, 1)
     return message
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from workers.keyspace import Keyspace
+from workers.profiles.contract import ProfileWrite
 from workers.records import InMsg
 from workers.reputation import Applied, Bans, Plan
 from workers.signals import Plan as SignalPlan
@@ -100,4 +101,13 @@ class ReputationStore(Protocol):
 
     async def ban(self, bans: Bans) -> tuple[int, int]:
         """Add to the ban lists; returns how many domains and IPs were new."""
+        ...
+
+
+class ProfileStore(Protocol):
+    """Where the profile ingester writes platform-supplied profile fields."""
+
+    async def write(self, writes: Sequence[ProfileWrite]) -> tuple[int, int]:
+        """Apply every write in one round trip; returns how many fields were written and how
+        many kept (a newer value, or a prior, was already stored)."""
         ...

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     output_topic: str = "verdicts"
     dlq_topic: str = "posts.dlq"
     feedback_topic: str = "feedback"
+    profiles_topic: str = "profiles"
+    profiles_dlq_topic: str = "profiles.dlq"
+    profiles_group_id: str = "modstream-profiles"
     session_timeout_s: Annotated[float, Field(ge=0.001)] = 6.0
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
@@ -115,10 +118,11 @@ class Settings(BaseSettings):
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf
 
-    def consumer_conf(self) -> dict[str, Any]:
+    def consumer_conf(self, group_id: str | None = None) -> dict[str, Any]:
+        """For the moderation worker's group, or another consumer's ``group_id``."""
         return {
             **self.kafka_common(),
-            "group.id": self.group_id,
+            "group.id": group_id or self.group_id,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": _ms(self.session_timeout_s),
             "fetch.wait.max.ms": _ms(self.fetch_wait_max_s),

@@ -61,13 +61,6 @@ async def until(check: Callable[[], Awaitable[Any]], what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-@pytest.fixture
-async def redis_client(stack: Endpoints) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(stack.redis_url, decode_responses=True, socket_timeout=2)
-    yield client
-    await client.aclose()
-
-
 async def test_feedback_updates_counters_bans_and_dead_letters(stack: Endpoints, redis_client: aioredis.Redis) -> None:
     run_id = uuid.uuid4().hex[:8]
     settings = Settings(

@@ -17,6 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 import workers.feedback.metrics
 import workers.metrics
+import workers.profiles.metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -40,9 +41,9 @@ def dashboard() -> Any:
 
 
 def exported_series() -> set[str]:
-    """Every series name the moderation and feedback workers can expose."""
+    """Every series name the moderation and feedback workers and the profile ingester can expose."""
     names = set()
-    for module in (workers.metrics, workers.feedback.metrics):
+    for module in (workers.metrics, workers.feedback.metrics, workers.profiles.metrics):
         for metric in vars(module).values():
             if isinstance(metric, MetricWrapperBase):
                 names |= {d.name + s for d in metric.describe() for s in SUFFIXES[d.type]}
