@@ -131,6 +131,10 @@ def demo(
     console.print(f"  verdicts {s.verdicts}, dead letters {s.dead_letters}, lost {s.lost}")
     console.print(f"  decisions {s.decisions}, review share {s.review_share:.1%}, degraded {s.degraded}")
     console.print(f"  accuracy (allow/block against labels) {s.accuracy:.2%}")
+    console.print(
+        f"  stream-kept signals in the rows decided from: {s.signals_present:.0%} present, "
+        f"{s.signals_nonzero:.0%} already above zero"
+    )
     console.print(f"  throughput {s.throughput_posts_per_s} posts/s, end-to-end p50 {s.p50_ms} ms, p99 {s.p99_ms} ms")
     if s.lost:
         raise typer.Exit(1)
