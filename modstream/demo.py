@@ -24,9 +24,9 @@ from modstream.artifacts import ensure_models
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
+from schemas import Verdict
 from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
-from schemas import Verdict
 from workers.config import Settings, cache_root
 from workers.features import INDEX
 from workers.keyspace import Keyspace
