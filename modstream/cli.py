@@ -211,6 +211,10 @@ def train_decision(
     out: Annotated[Path, typer.Option(help="Output model dir")] = Path("out/decision-model"),
     posts: Annotated[int, typer.Option(min=1000, help="Simulated posts")] = 24_000,
     seed: int = 11,
+    without_signals: Annotated[
+        bool,
+        typer.Option(help="Leave the stream-kept signals missing, as before the worker kept them: what they add"),
+    ] = False,
 ) -> None:
     """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
     from training.corpus import spamassassin_splits
@@ -234,6 +238,7 @@ def train_decision(
         n_posts=posts,
         seed=seed,
         text_version=version,
+        signals=not without_signals,
     )
     print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
 
