@@ -151,11 +151,14 @@ def models_rollback() -> None:
 def demo(
     posts: Annotated[int, typer.Option(min=50, help="Posts to replay")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
+    label_share: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of posts given a simulated moderator label on `feedback`")
+    ] = 0.0,
 ) -> None:
     """Run the whole pipeline on the embedded stack and summarise it."""
     from modstream.demo import run_demo
 
-    summary = run_demo(posts, console)
+    summary = run_demo(posts, console, label_share=label_share)
     if as_json:
         print(summary.to_json())
         return
