@@ -2,7 +2,7 @@
 
 The learning-loop commands (dataset build, replay, shadow-report) read history, not a
 live stream: partitions are assigned directly (no consumer group, nothing committed) and
-reading stops at each partition's high watermark as it was at the start.
+reading stops where each partition ended when it was reached.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
 from workers.config import Settings
 from workers.records import InMsg
@@ -70,20 +70,18 @@ def read_range(settings: Settings, topic: str, rng: Range, timeout_s: float = 30
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             raise RangeError(f"topic {topic!r} does not exist on {settings.kafka_bootstrap}")
-        starts, ends = {}, {}
-        for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            starts[p], ends[p] = max(low, (rng.from_offsets or {}).get(p, low)), high
+        starts = {p: (rng.from_offsets or {}).get(p, OFFSET_BEGINNING) for p in sorted(meta.partitions)}
         if rng.from_time is not None:
             asked = [TopicPartition(topic, p, int(rng.from_time.timestamp() * 1000)) for p in starts]
-            for tp in consumer.offsets_for_times(asked, timeout=timeout_s):
-                starts[tp.partition] = ends[tp.partition] if tp.offset in (OFFSET_END, -1) else tp.offset
-        todo = {p for p in starts if starts[p] < ends[p]}
+            starts = {tp.partition: tp.offset for tp in consumer.offsets_for_times(asked, timeout=timeout_s)}
+        todo = {p for p, offset in starts.items() if offset != OFFSET_END}  # END: nothing that recent
         if not todo:
             return []
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in todo])
         out: list[InMsg] = []
         deadline = time.monotonic() + timeout_s
+        # Until each partition reports its end. (Not up to a watermark asked for up front: Tansu
+        # answers ListOffsets "latest" with 1 on a partition of many records.)
         while todo:
             if time.monotonic() > deadline:
                 raise RangeError(f"reading {topic!r} stalled: partitions {sorted(todo)} not read to their end")
@@ -93,20 +91,15 @@ def read_range(settings: Settings, topic: str, rng: Range, timeout_s: float = 30
                 if err := m.error():
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(err)
-                    todo.discard(p)  # the end of what is there
+                    todo.discard(p)
                     continue
                 offset = m.offset()
                 assert offset is not None
-                if offset >= ends[p]:
-                    todo.discard(p)
-                    continue
                 ts_type, ts = m.timestamp()
                 if rng.contains(ts):
                     out.append(InMsg(topic, p, offset, m.key(), m.value(), 0.0, ts if ts_type else None))
-                if offset + 1 >= ends[p]:
-                    todo.discard(p)
                 deadline = time.monotonic() + timeout_s
-        return out
+        return sorted(out, key=lambda m: (m.partition, m.offset))
     except KafkaException as exc:
         raise RangeError(f"cannot read {topic!r}: {exc.args[0].str()}") from None
     finally:
