@@ -9,18 +9,18 @@ import random
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from modstream.backtest import replay, shadow_report
+from modstream.backtest import ReplayError, replay, shadow_report
 from modstream.dataset import build_dataset
 from modstream.demo import WorkerThread, simulated_labels
 from modstream.promotion import promote
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
-from modstream.topics import Range, read_range
+from modstream.topics import Range, RangeError, read_range
 from schemas import Verdict
 from tests.unit.fakes import event, tiny_decision_model, write_bundle
 from training.retrain import Bar, retrain
@@ -123,6 +123,14 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         other = replay(s, tmp_path / "retrained", rng, tmp_path / "replay-new", output_topic=f"replayed-{run}")
         assert other.comparison.posts == 400 and other.published == 400
         assert other.comparison.b_labels.labelled == len(labels)
+
+        # Bad inputs: a range with nothing in it, a bundle whose text model did not score the range.
+        with pytest.raises(RangeError, match="no verdicts"):
+            build_dataset(s, Range(end + timedelta(hours=1)), tmp_path / "empty.parquet")
+        other_text = write_bundle(tmp_path / "other-text", model=tiny_decision_model(), text_version="t2")
+        with pytest.raises(ReplayError, match="text model 't2' differs"):
+            replay(s, other_text, rng, tmp_path / "replay-other")
+        assert not (tmp_path / "empty.parquet").exists()
 
         # 5. The challenger decided every post, apart from the champion's verdicts.
         assert shadow_total() - shadowed_before >= 400

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from modstream.cli import app
 from modstream.promotion import PromotionError, history_file, promote, rollback
+from modstream.topics import Range
 from tests.unit.fakes import FakeSink, FakeSource, event, tiny_decision_model, write_bundle
 from tests.unit.test_worker import encoder, make_worker, msgs, verdicts
 from training.flips import compare
@@ -198,3 +199,21 @@ def test_a_promoted_bundle_with_another_text_model_is_refused(bundles: tuple[Pat
     refused = MODEL_RELOADS.labels("refused")._value.get()
     assert reloader.due() and reloader.check() is None
     assert MODEL_RELOADS.labels("refused")._value.get() == refused + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from-time", "2026-11-23T10:00", "--to-time", "2026-11-23T09:00"], "the range is empty"),
+        (["--from-time", "yesterday"], "not an ISO time"),
+        (["--from-offsets", "0:1,x"], "PARTITION:OFFSET"),
+        (["--from-offsets", "0:1", "--from-time", "2026-11-23T10:00"], "not both"),
+    ],
+)
+def test_bad_ranges_are_one_line_errors(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["dataset", "build", *args])
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+
+
+def test_offsets_parse() -> None:
+    assert Range.parse_offsets("0:120, 1:98") == {0: 120, 1: 98}
