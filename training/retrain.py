@@ -7,7 +7,6 @@ random split would let the model see tomorrow's campaigns while being tested on 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -15,16 +14,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 from matplotlib.figure import Figure
 from sklearn.metrics import roc_curve
 
 from training.dataset import DatasetError, read_parquet
-from training.decision import MONOTONE_INCREASING, PARAMS, Evaluation, choose_thresholds, evaluate
-from workers.cards import DecisionModelCard, TextModelCard
-from workers.features import FEATURE_VERSION, FEATURES
+from training.decision import Evaluation, evaluate, fit, save
+from workers.cards import TextModelCard
 from workers.stages.decide import DecisionModel
 
 TRAIN_SHARE, VALID_SHARE = 0.8, 0.1
@@ -111,37 +108,14 @@ def retrain(
     for name, part in (("train", tr), ("validation", va), ("test", te)):
         _check(name, d.y[part])
     progress(f"training on {tr.stop} rows, validating on {va.stop - va.start}, testing on {te.stop - te.start}")
-    dtrain = lgb.Dataset(d.x[tr], d.y[tr], feature_name=list(FEATURES), free_raw_data=False)
-    dvalid = lgb.Dataset(d.x[va], d.y[va], reference=dtrain)
-    params = PARAMS | {"monotone_constraints": [int(f in MONOTONE_INCREASING) for f in FEATURES]}
-    booster = lgb.train(
-        params, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
-    )
-    th = choose_thresholds(d.y[va], np.asarray(booster.predict(d.x[va], num_iteration=booster.best_iteration)))
-    decision_dir = out / "decision"
-    decision_dir.mkdir(parents=True, exist_ok=True)
-    booster.save_model(str(decision_dir / "model.txt"), num_iteration=booster.best_iteration)
-    version = hashlib.sha256((decision_dir / "model.txt").read_bytes()).hexdigest()[:12]
-    new_model = DecisionModel(booster, th, version)
-
+    fitted = fit(d.x[tr], d.y[tr], d.x[va], d.y[va])
     x_test, y_test = d.x[te], d.y[te]
-    p_new, p_serving = new_model.predict(x_test)[0], serving.predict(x_test)[0]
-    new_eval, serving_eval = evaluate(y_test, p_new, th), evaluate(y_test, p_serving, serving.thresholds)
+    p_new, p_serving = fitted.predict(x_test), serving.predict(x_test)[0]
+    new_eval = evaluate(y_test, p_new, fitted.thresholds)
+    serving_eval = evaluate(y_test, p_serving, serving.thresholds)
     rows = {"train": tr.stop, "validation": va.stop - va.start, "test": te.stop - te.start}
-    DecisionModelCard(
-        version=version,
-        features=list(FEATURES),
-        feature_version=FEATURE_VERSION,
-        thresholds=th,
-        targets={"block_precision": 0.99, "allow_npv": 0.995},
-        best_iteration=booster.best_iteration,
-        text_model_version=text_version,
-        rows=rows,
-        test=asdict(new_eval),
-        importance_gain=dict(
-            sorted(zip(FEATURES, map(float, booster.feature_importance("gain")), strict=True), key=lambda kv: -kv[1])
-        ),
-    ).save(decision_dir)
+    validation = evaluate(d.y[va], fitted.predict(d.x[va]), fitted.thresholds)
+    version = save(fitted, out / "decision", text_version, rows, validation=validation, test=new_eval).version
     text_link = out / "text"
     text_link.unlink(missing_ok=True)
     text_link.symlink_to((serving_bundle / "text").resolve())
