@@ -167,7 +167,13 @@ def demo(
     console.print(f"  verdicts {s.verdicts}, dead letters {s.dead_letters}, lost {s.lost}")
     console.print(f"  decisions {s.decisions}, review share {s.review_share:.1%}, degraded {s.degraded}")
     console.print(f"  accuracy (allow/block against labels) {s.accuracy:.2%}")
+    console.print(
+        f"  stream-kept signals in the rows decided from: {s.signals_present:.0%} present, "
+        f"{s.signals_nonzero:.0%} already above zero"
+    )
     console.print(f"  throughput {s.throughput_posts_per_s} posts/s, end-to-end p50 {s.p50_ms} ms, p99 {s.p99_ms} ms")
+    if s.labels_published:
+        console.print(f"  simulated moderator labels published to the feedback topic: {s.labels_published}")
     if s.lost:
         raise typer.Exit(1)
 
@@ -255,6 +261,10 @@ def train_decision(
     min_block_precision: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
     min_allow_npv: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
     max_review_share: Annotated[float | None, typer.Option(help="With --data: the new model's ceiling")] = None,
+    without_signals: Annotated[
+        bool,
+        typer.Option(help="Leave the stream-kept signals missing, as before the worker kept them: what they add"),
+    ] = False,
 ) -> None:
     """Train the LightGBM decision model: on the platform simulator, or with --data on the platform's
     own labels (split by time, compared with the serving model; exit 1 when the new one is worse)."""
@@ -283,6 +293,7 @@ def train_decision(
         n_posts=posts,
         seed=seed,
         text_version=version,
+        signals=not without_signals,
     )
     print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,12 +25,14 @@ from modstream.artifacts import ensure_models
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
-from schemas import FeedbackEvent
+from schemas import FeedbackEvent, Verdict
 from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
 from workers.config import Settings, cache_root
+from workers.features import INDEX
 from workers.keyspace import Keyspace
 from workers.main import run_moderation
+from workers.signals import SIGNALS
 
 PARTITIONS = 4
 MALFORMED: tuple[bytes, ...] = (
@@ -54,6 +57,10 @@ class Summary:
     accuracy: float
     review_share: float
     degraded: int
+    # The stream-kept behaviour features (workers/signals.py) in the rows the model saw: the share
+    # present (not null) and the share already above zero, i.e. filled in by earlier posts.
+    signals_present: float
+    signals_nonzero: float
     throughput_posts_per_s: float
     p50_ms: float
     p99_ms: float
@@ -135,6 +142,15 @@ def simulated_labels(records: Sequence[Record], share: float, seed: int) -> list
     ]
 
 
+def signal_shares(verdicts: Iterable[Verdict]) -> tuple[float, float]:
+    """``(present, non-zero)`` shares of the stream-kept signal values in the logged feature rows."""
+    cells = [row.values[INDEX[name]] for row in (v.features for v in verdicts) if row for name in SIGNALS]
+    if not cells:
+        return math.nan, math.nan
+    present = [c for c in cells if c is not None and not math.isnan(c)]
+    return round(len(present) / len(cells), 4), round(sum(c > 0 for c in present) / len(cells), 4)
+
+
 def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Summary:
     labels = {r.key: r.label for r in replay}
     verdicts = {k: v for k, v in out.verdicts.items() if k in labels}
@@ -144,6 +160,7 @@ def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Su
     correct = sum((d == "block") == (y == 1) for d, y in decided)
     lat = out.latencies_ms({k: sent[k] for k in labels})
     span = max(out.arrived[k] for k in labels if k in out.arrived) - min(sent.values())
+    present, nonzero = signal_shares(verdicts.values())
     return Summary(
         posts=len(replay),
         verdicts=len(verdicts),
@@ -153,6 +170,8 @@ def summarise(replay: list[Record], out: Outcomes, sent: dict[str, float]) -> Su
         accuracy=round(correct / len(decided), 4) if decided else float("nan"),
         review_share=round(decisions.get("review", 0) / max(len(verdicts), 1), 4),
         degraded=sum(v.degraded for v in verdicts.values()),
+        signals_present=present,
+        signals_nonzero=nonzero,
         throughput_posts_per_s=round(len(replay) / span, 1),
         p50_ms=round(float(np.percentile(lat, 50)), 1),
         p99_ms=round(float(np.percentile(lat, 99)), 1),

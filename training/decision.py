@@ -227,8 +227,12 @@ def train_decision(
     seed: int = 11,
     text_version: str = "unknown",
     monotone: bool = True,
+    signals: bool = True,
 ) -> DecisionModelCard:
-    """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``."""
+    """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``.
+
+    ``signals=False`` leaves the stream-kept signals missing everywhere, as on a platform where
+    nothing counted them: the comparison that shows what they add."""
     from training.plots import feature_importance, pr_curve, roc
 
     rng = np.random.default_rng(seed)
@@ -244,7 +248,10 @@ def train_decision(
         ("test", test_texts, n_posts // 4),
     ):
         posts, y = to_posts(sim.posts(examples, n), sim.world)
-        parts[name] = (scored_rows(posts, sim.world, scorer), y)
+        x = scored_rows(posts, sim.world, scorer)
+        if not signals:
+            x[:, [FEATURES.index(f) for f in SIGNALS]] = np.nan
+        parts[name] = (x, y)
 
     (xt, yt), (xv, yv), (xs, ys) = parts["train"], parts["valid"], parts["test"]
     fitted = fit(_degrade(xt, rng), yt, xv, yv, monotone=monotone)
@@ -262,6 +269,7 @@ def train_decision(
             "posts": n_posts,
             "degraded_text_share": DEGRADED_TEXT_SHARE,
             "degraded_redis_share": DEGRADED_REDIS_SHARE,
+            "stream_signals": int(signals),
         },
     )
     gain = fitted.booster.feature_importance("gain")

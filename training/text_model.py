@@ -58,6 +58,7 @@ DEFAULT_LR = 1e-4
 PARITY_TOLERANCE = 1e-3
 INT8_MAX_F1_DROP = 0.005
 TRAIN_EVAL_SAMPLE = 1000
+CALIBRATION_TEXTS = 256  # training texts that set the int8 activation scales
 
 
 def _bf16_supported() -> bool:
@@ -180,7 +181,8 @@ def _export_and_evaluate(
     max_diff = parity(model, fp32, encoder, by_length[:: max(1, len(by_length) // SCORE_BATCH)])
     if max_diff > PARITY_TOLERANCE:
         raise RuntimeError(f"ONNX export mismatch: max |logit diff| {max_diff:.2e} > {PARITY_TOLERANCE:.0e}")
-    int8_path = quantize_int8(fp32_path, out / "model.int8.onnx")
+    calibration = random.Random(seed).sample(splits.train, min(len(splits.train), CALIBRATION_TEXTS))
+    int8_path = quantize_int8(fp32_path, out / "model.int8.onnx", encoder, [e.text for e in calibration])
     int8 = session(int8_path, threads=2)
 
     # Train metrics on a sample: scoring all of it twice would add ~100 s to a 10-minute run.

@@ -26,4 +26,9 @@ def test_bench_smoke(tmp_path: Path) -> None:
         "posts",
         "lost",
     } <= saved.keys()
+    signals = saved["details"]["signals"]
+    assert (
+        signals["enrich_with_signals_us_per_post"] > 0
+        and signals["verdict_bytes"] > signals["verdict_bytes_without_features"]
+    )
     assert all((tmp_path / f).exists() for f in ("throughput.png", "latency.png", "batch_size.png"))

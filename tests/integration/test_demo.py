@@ -18,6 +18,8 @@ KEYS = {
     "throughput_posts_per_s",
     "p50_ms",
     "p99_ms",
+    "signals_present",
+    "signals_nonzero",
 }
 
 
@@ -36,3 +38,5 @@ def test_demo_accounts_for_every_post() -> None:
     assert summary["dead_letters"] >= 3  # the replay includes malformed events
     assert summary["decisions"]["block"] > 0 and summary["decisions"]["allow"] > 0
     assert summary["accuracy"] > 0.9
+    # The worker counts as it goes: by the end of the replay most signal values are filled in.
+    assert summary["signals_present"] > 0.5 and summary["signals_nonzero"] > 0

@@ -13,7 +13,7 @@ from transformers import BertModel, DistilBertConfig, DistilBertForSequenceClass
 from training.text_base import MINILM_NAME, init_model, minilm_dir, minilm_distilbert
 from training.text_export import export_onnx, quantize_int8
 from training.text_scoring import session
-from workers.textenc import TextEncoder
+from workers.textenc import TextEncoder, spam_prob
 
 TEXTS = [
     "Congratulations! You have WON a $1000 gift card, click here to claim",
@@ -82,10 +82,30 @@ def test_padding_does_not_change_logits(
 def test_int8_quantization_keeps_the_contract(
     tiny: tuple[DistilBertForSequenceClassification, Path], encoder: TextEncoder, tmp_path: Path
 ) -> None:
-    int8 = session(quantize_int8(tiny[1], tmp_path / "model.int8.onnx"), threads=1)
+    int8 = session(quantize_int8(tiny[1], tmp_path / "model.int8.onnx", encoder, TEXTS), threads=1)
     ids, mask = encoder.encode(TEXTS)
     (logits,) = int8.run(["logits"], {"input_ids": ids, "attention_mask": mask})
     assert logits.shape == (len(TEXTS), 2) and np.isfinite(logits).all()
+
+
+def test_int8_scores_do_not_depend_on_batch_neighbours_or_padding(
+    tiny: tuple[DistilBertForSequenceClassification, Path], encoder: TextEncoder, tmp_path: Path
+) -> None:
+    """The same text gets the same score alone, in any batch and at any padding length."""
+    int8 = session(quantize_int8(tiny[1], tmp_path / "model.int8.onnx", encoder, TEXTS), threads=1)
+
+    def scores(texts: list[str], pad_to: int | None = None) -> np.ndarray:
+        ids, mask = encoder.encode(texts)
+        if pad_to:
+            ids = np.pad(ids, ((0, 0), (0, pad_to - ids.shape[1])))
+            mask = np.pad(mask, ((0, 0), (0, pad_to - mask.shape[1])))
+        (logits,) = int8.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        return spam_prob(logits)
+
+    alone = np.concatenate([scores([t]) for t in TEXTS])
+    np.testing.assert_allclose(scores(TEXTS), alone, atol=1e-6)
+    np.testing.assert_allclose(scores(TEXTS[::-1])[::-1], alone, atol=1e-6)
+    np.testing.assert_allclose(scores(TEXTS, pad_to=32), alone, atol=1e-6)
 
 
 def test_minilm_maps_onto_distilbert(encoder: TextEncoder) -> None:
