@@ -47,7 +47,7 @@ def _stack(link: Path) -> list[str]:
     for line in path.read_text().splitlines() if path.exists() else []:
         entry = json.loads(line)
         if entry["action"] == "promote":
-            stack = stack or [entry["before"]]
+            stack = stack or [entry["before"]] * bool(entry["before"])  # nothing was served before the first
             stack.append(entry["after"])
         elif stack:
             stack.pop()

@@ -13,8 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from modstream.backtest import ReplayError, replay, shadow_report
+from modstream.cli import app
 from modstream.dataset import build_dataset
 from modstream.demo import WorkerThread, simulated_labels
 from modstream.promotion import promote
@@ -105,10 +107,15 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         end = datetime.now(UTC)
         rng = Range(start, end)
 
-        # 2. Labels -> training set.
-        counts = build_dataset(s, rng, tmp_path / "set.parquet")
-        assert (counts.posts, counts.labelled) == (400, len(labels))
-        assert (counts.unmatched_labels, counts.bad_feedback) == (1, 1)
+        # 2. Labels -> training set, through the command line.
+        env = {f"MODSTREAM_{k.upper()}": str(v) for k, v in s.model_dump(mode="json").items() if v is not None}
+        env = {k: v for k, v in env.items() if k.endswith(("_TOPIC", "_BOOTSTRAP"))}
+        window = ["--from-time", start.isoformat(), "--to-time", end.isoformat()]
+        result = CliRunner().invoke(app, ["dataset", "build", "--out", str(tmp_path / "set.parquet"), *window], env=env)
+        assert result.exit_code == 0, result.output
+        counts = json.loads(next(line for line in result.output.splitlines() if line.startswith("{")))
+        assert (counts["posts"], counts["labelled"]) == (400, len(labels))
+        assert (counts["unmatched_labels"], counts["bad_feedback"]) == (1, 1)
         (dead,) = read_range(s, f"{s.feedback_topic}.dlq", Range())
         assert dead.value == b"{not a label"
 
