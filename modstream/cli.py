@@ -132,6 +132,11 @@ def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
     console.print(f"promoted {switch.after} (decision model {switch.decision}); was {switch.before or 'nothing'}")
+    if switch.text_changed:
+        console.print(
+            f"[yellow]its text model {switch.text} differs:[/] running workers keep the old bundle until Triton "
+            "serves it and they restart"
+        )
 
 
 @models_app.command("rollback")

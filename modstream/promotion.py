@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from training.retrain import load_serving
+from workers.cards import TextModelCard
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class Switch:
     after: str
     decision: str  # the decision model version now served
     text: str
+    text_changed: bool  # workers refuse it until Triton serves this text model and they restart
 
     def line(self) -> str:
         return json.dumps({"at": datetime.now(UTC).isoformat(), **self.__dict__})
@@ -59,11 +61,15 @@ def _swap(link: Path, target: Path, action: str) -> Switch:
         raise PromotionError(f"{link} is a directory, not a link: point MODSTREAM_MODEL_DIR at a link to switch")
     model, text_version = load_serving(target)  # a bundle that cannot serve is never linked
     before = str(link.resolve()) if link.is_symlink() else ""
+    try:
+        text_changed = bool(before) and TextModelCard.load(Path(before) / "text").version != text_version
+    except (OSError, ValueError):  # the bundle served before is gone or broken: nothing to compare
+        text_changed = False
     tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target.resolve())
     os.replace(tmp, link)  # atomic on POSIX: readers see the old bundle or the new one
-    switch = Switch(action, before, str(target.resolve()), model.version, text_version)
+    switch = Switch(action, before, str(target.resolve()), model.version, text_version, text_changed)
     with history_file(link).open("a") as f:
         f.write(switch.line() + "\n")
     log.info("%s: %s -> %s (decision model %s)", action, before, switch.after, model.version)

@@ -22,6 +22,10 @@ from workers.stages.decide import DecisionModel, Unavailable, decide
 
 log = logging.getLogger(__name__)
 
+# Batches of challenger verdicts waiting to be published; past this (a slow or absent shadow
+# topic) a batch is skipped and counted rather than held in memory behind the others.
+MAX_PENDING = 8
+
 
 @dataclass
 class Shadow:
@@ -30,6 +34,7 @@ class Shadow:
     topic: str
     timeout_s: float
     _last: asyncio.Task[None] | None = field(default=None, init=False)
+    _pending: int = field(default=0, init=False)
 
     def run(
         self,
@@ -52,12 +57,22 @@ class Shadow:
         for o in outcomes:
             if (theirs := served.get(o.verdict.post_id)) is not None:
                 SHADOW_DECISIONS.labels(theirs, o.verdict.decision).inc()
+        if self._pending >= MAX_PENDING:
+            SHADOW_FAILURES.labels("backlog").inc(len(outcomes))
+            return
         # One publish at a time, in batch order: each waits for the one before.
+        self._pending += 1
         self._last = asyncio.create_task(self._publish(outcomes, self._last))
 
     async def _publish(self, outcomes: Sequence[Outcome], before: asyncio.Task[None] | None) -> None:
         if before is not None:
             await before
+        try:
+            await self._deliver(outcomes)
+        finally:
+            self._pending -= 1
+
+    async def _deliver(self, outcomes: Sequence[Outcome]) -> None:
         outputs = {
             i: Output(self.topic, o.verdict.post_id.encode(), o.verdict.model_dump_json().encode())
             for i, o in enumerate(outcomes)

@@ -22,7 +22,7 @@ from training.redecide import redecide
 from workers.metrics import MODEL_RELOADS, SHADOW_DECISIONS, SHADOW_FAILURES
 from workers.records import InMsg
 from workers.reload import DecisionReloader
-from workers.shadow import Shadow
+from workers.shadow import MAX_PENDING, Shadow
 from workers.stages.decide import DecisionModel
 from workers.textenc import TextEncoder
 
@@ -143,7 +143,8 @@ class Clock:
 
 def test_promote_and_rollback_swap_the_link_and_keep_a_history(bundles: tuple[Path, Path, Path]) -> None:
     link, a, b = bundles
-    assert promote(link, b).decision == "vb" and link.resolve() == b.resolve()
+    switch = promote(link, b)
+    assert (switch.decision, switch.text_changed) == ("vb", False) and link.resolve() == b.resolve()
     assert rollback(link).after == str(a.resolve()) and link.resolve() == a.resolve()
     with pytest.raises(PromotionError, match="nothing to roll back"):
         rollback(link)
@@ -194,7 +195,7 @@ def test_a_promoted_bundle_with_another_text_model_is_refused(bundles: tuple[Pat
     other = write_bundle(link.parent / "c", model=tiny_decision_model(version="vc"), text_version="t2")
     clock = Clock()
     reloader = DecisionReloader(link, "t1", 1.0, clock)
-    promote(link, other)
+    assert promote(link, other).text_changed
     clock.now = 2.0
     refused = MODEL_RELOADS.labels("refused")._value.get()
     assert reloader.due() and reloader.check() is None
@@ -217,3 +218,24 @@ def test_bad_ranges_are_one_line_errors(args: list[str], message: str) -> None:
 
 def test_offsets_parse() -> None:
     assert Range.parse_offsets("0:120, 1:98") == {0: 120, 1: 98}
+
+
+async def test_a_shadow_backlog_is_skipped_and_counted(encoder: TextEncoder) -> None:
+    release = threading.Event()
+
+    class Stuck(FakeSink):
+        def flush(self, timeout_s: float) -> dict[int, object]:  # type: ignore[override]
+            release.wait(10)  # a broker that does not answer until the batches are all handled
+            return super().flush(timeout_s)
+
+    shadow = Shadow(tiny_decision_model(), Stuck(), "verdicts.shadow", 5.0)
+    batches = [msgs(event(f"b{i}", "cheap")) for i in range(MAX_PENDING + 3)]
+    w = make_worker(encoder, batches[0])
+    w.shadow = shadow
+    skipped = SHADOW_FAILURES.labels("backlog")._value.get()
+    for batch in batches:
+        await w.handle(batch)
+    assert SHADOW_FAILURES.labels("backlog")._value.get() - skipped == 3
+    release.set()
+    await shadow.drain()
+    assert len(shadow.sink.records) == MAX_PENDING  # type: ignore[attr-defined]
