@@ -374,7 +374,8 @@ def dataset_build(
 
     rng = _range(from_time, to_time, from_offsets)
     try:
-        counts = build_dataset(_settings(), rng, out, weak_labels=weak_labels, dead_letter=dead_letter)
+        with console.status("reading the verdicts and the feedback topic, joining"):
+            counts = build_dataset(_settings(), rng, out, weak_labels=weak_labels, dead_letter=dead_letter)
     except (DatasetError, RangeError) as exc:
         _misconfigured(str(exc))
     print(json.dumps(counts.as_dict()))
@@ -400,7 +401,8 @@ def replay_cmd(
     from training.dataset import DatasetError
 
     try:
-        report = replay(_settings(), bundle, _range(from_time, to_time, from_offsets), out, output_topic)
+        with console.status(f"re-deciding the range with {bundle}"):
+            report = replay(_settings(), bundle, _range(from_time, to_time, from_offsets), out, output_topic)
     except (DatasetError, RangeError, ReplayError) as exc:
         _misconfigured(str(exc))
     c = report.comparison
@@ -420,7 +422,8 @@ def shadow_report_cmd(
 
     settings = _settings()
     try:
-        c = shadow_report(settings, settings.shadow_topic, _range(from_time, to_time, None), out)
+        with console.status("reading the champion's and the challenger's verdicts"):
+            c = shadow_report(settings, settings.shadow_topic, _range(from_time, to_time, None), out)
     except (RangeError, ReplayError) as exc:
         _misconfigured(str(exc))
     print(json.dumps(c.as_dict(), default=str))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import ReplayError, replay, shadow_report
+from modstream.backtest import ReplayError, replay
 from modstream.cli import app
 from modstream.dataset import build_dataset
 from modstream.demo import WorkerThread, simulated_labels
@@ -125,8 +125,12 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         assert (tmp_path / "retrained" / "comparison.png").exists()
 
         # 4. Replay with the bundle that served reproduces every decision; another one is a diff.
-        same = replay(s, champion, rng, tmp_path / "replay-same")
-        assert same.comparison.posts == 400 and same.reproduced == 1.0 and not same.comparison.flipped
+        result = CliRunner().invoke(
+            app, ["replay", "--bundle", str(champion), "--out", str(tmp_path / "replay-same"), *window], env=env
+        )
+        assert result.exit_code == 0, result.output
+        same = json.loads((tmp_path / "replay-same" / "replay.json").read_text())
+        assert (same["posts"], same["agreement"], same["flipped"], same["published"]) == (400, 1.0, [], 0)
         other = replay(s, tmp_path / "retrained", rng, tmp_path / "replay-new", output_topic=f"replayed-{run}")
         assert other.comparison.posts == 400 and other.published == 400
         assert other.comparison.b_labels.labelled == len(labels)
@@ -141,8 +145,11 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
 
         # 5. The challenger decided every post, apart from the champion's verdicts.
         assert shadow_total() - shadowed_before >= 400
-        shadow = shadow_report(s, s.shadow_topic, rng, tmp_path / "shadow")
-        assert shadow.posts == 400 and shadow.a_labels.labelled == len(labels)
+        result = CliRunner().invoke(app, ["shadow-report", "--out", str(tmp_path / "shadow"), *window], env=env)
+        assert result.exit_code == 0, result.output
+        shadow = json.loads((tmp_path / "shadow" / "shadow.json").read_text())
+        assert shadow["posts"] == 400 and shadow["a_labels"]["labelled"] == len(labels)
+        assert (tmp_path / "shadow" / "shadow_flips.png").exists()
 
         # 6. Promote the retrained bundle while the worker runs: later posts name it.
         new_version = promote(current, tmp_path / "retrained").decision
