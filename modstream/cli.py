@@ -159,11 +159,23 @@ def demo(
     label_share: Annotated[
         float, typer.Option(min=0, max=1, help="Share of posts given a simulated moderator label on `feedback`")
     ] = 0.0,
+    keep_stack: Annotated[
+        Path | None, typer.Option(help="Run the stack in this dir and leave it up (for dataset build, replay)")
+    ] = None,
 ) -> None:
     """Run the whole pipeline on the embedded stack and summarise it."""
     from modstream.demo import run_demo
 
-    summary = run_demo(posts, console, label_share=label_share)
+    summary = run_demo(posts, console, state_dir=keep_stack, label_share=label_share, keep_stack=keep_stack is not None)
+    if keep_stack is not None:
+        from modstream.stack import LocalStack
+
+        endpoints = LocalStack(keep_stack / "stack", keep_stack / "triton_repo").status().endpoints
+        bootstrap = endpoints.kafka_bootstrap if endpoints else "?"
+        console.print(
+            f"the stack is still up: MODSTREAM_KAFKA_BOOTSTRAP={bootstrap}; "
+            f"stop it with `modstream stack down --state-dir {keep_stack / 'stack'}`"
+        )
     if as_json:
         print(summary.to_json())
         return

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,13 +218,21 @@ class WorkerThread:
 
 
 def run_demo(
-    posts: int, console: Console, seed: int = 2026, state_dir: Path | None = None, label_share: float = 0.0
+    posts: int,
+    console: Console,
+    seed: int = 2026,
+    state_dir: Path | None = None,
+    label_share: float = 0.0,
+    keep_stack: bool = False,
 ) -> Summary:
+    """``keep_stack`` (with ``state_dir``) leaves the stack running with its topics, for the learning
+    loop's commands to read; ``modstream stack down --state-dir <state_dir>/stack`` stops it."""
     models = ensure_models(console)
     with tempfile.TemporaryDirectory(prefix="modstream-demo-") as tmp:
         work = state_dir or Path(tmp)
         repo = build_repo("cpu-embedded", models.text, work / "triton_repo")
-        with LocalStack(work / "stack", repo, console=console) as ep:
+        stack = LocalStack(work / "stack", repo, console=console)
+        with nullcontext(stack.up()) if keep_stack and state_dir else stack as ep:
             run = uuid.uuid4().hex[:8]
             settings = worker_settings(ep, models.bundle, run)
             ks = Keyspace(settings.redis_prefix)
