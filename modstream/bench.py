@@ -4,7 +4,8 @@ Every phase uses the same texts on the same machine:
 
 1. model-only   the serving ONNX model in-process, best layout and batch size: the ceiling
 2. triton-only  the same model through Triton gRPC, several requests in flight
-3. pipeline     Kafka -> worker process -> Kafka on the embedded stack
+3. pipeline     Kafka -> worker process -> Kafka on the embedded stack; again with a challenger
+                decision model in shadow (the serving one, so both decide alike: its cost only)
 4. naive        every lever off, as the reference article served its model: the fp32 model
                 (one instance using every core), one post per batch, one Triton request
                 per post, a synchronous produce per verdict; also reported with the int8 model
@@ -71,6 +72,8 @@ class BenchDetails:
     model_only_fp32_posts_per_s: float | None = None  # measured when the serving model is int8
     triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
     pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
+    pipeline_with_shadow_posts_per_s: float = 0.0
+    pipeline_with_shadow_cpu_s: CpuSeconds = field(default_factory=dict)
     naive_int8_posts_per_s: float = 0.0
     short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
     latency_offered_posts_per_s: float = 0.0
@@ -259,6 +262,7 @@ class KafkaBench:
             "input_topic": f"posts-{run}",
             "output_topic": f"verdicts-{run}",
             "dlq_topic": f"dlq-{run}",
+            "shadow_topic": f"shadow-{run}",
             "metrics_port": 0,
             "text_cache_size": 0,
         }
@@ -275,7 +279,8 @@ class KafkaBench:
         """Throughput runs (``rate`` None) time each output by its producer timestamp and read
         them with a lazy consumer; paced runs time outputs by when they are read."""
         s = self.settings(**overrides)
-        create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1})
+        shadow = {s.shadow_topic: 4} if s.shadow_model_dir else {}
+        create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1, **shadow})
         collector = Collector(s, f"collector-{s.group_id}", fetch_wait_s=0.5 if rate is None else None)
         warm = relabel(records[:16], "warm")
         try:
@@ -409,6 +414,10 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             pipe = kb.run(records)
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
+        with step("   lever: the pipeline with a challenger decision model in shadow"):
+            shadowed = kb.run(records, shadow_model_dir=models.bundle)
+        d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
+        d.pipeline_with_shadow_cpu_s = shadowed.cpu_s
         with step("4/7 naive baseline (one post at a time)"):
             one_at_a_time = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
@@ -431,11 +440,21 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.latency_cpu_s = lat.cpu_s
         with step("7/7 cost of the stream-kept signals and the logged feature row"):
             d.signals = signal_cost(ep.redis_url, records, Settings().batch_max_size, "modstream-bench-signals:")
-        phases = {"pipeline": pipe, "naive": naive, "naive_int8": naive_int8, "short_circuit": sc, "latency": lat}
+        phases = {
+            "pipeline": pipe,
+            "shadow": shadowed,
+            "naive": naive,
+            "naive_int8": naive_int8,
+            "short_circuit": sc,
+            "latency": lat,
+        }
         result.lost = sum(p.lost for p in phases.values())
         d.lost_by_phase = {name: p.lost for name, p in phases.items()}
         d.ratios = {
             "pipeline_over_model_only": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
+            "pipeline_with_shadow_over_model_only": round(
+                d.pipeline_with_shadow_posts_per_s / result.model_only_posts_per_s, 3
+            ),
             "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
         }
         result.details = d

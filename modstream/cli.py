@@ -11,11 +11,16 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from modstream.topics import Range
     from workers.config import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Real-time spam moderation on Kafka.")
 stack_app = typer.Typer(no_args_is_help=True, help="The embedded local stack: Tansu, Redis, tritonserver.")
 app.add_typer(stack_app, name="stack")
+dataset_app = typer.Typer(no_args_is_help=True, help="Training sets from the platform's own labels.")
+app.add_typer(dataset_app, name="dataset")
+models_app = typer.Typer(help="Train or reuse the default models; promote and roll back bundles.")
+app.add_typer(models_app, name="models")
 console = Console(stderr=True)
 
 DEFAULT_STATE = Path(".state/stack")
@@ -106,23 +111,71 @@ def ingest_profiles(log_level: str = "INFO") -> None:
     main(_settings())
 
 
-@app.command()
-def models() -> None:
+@models_app.callback(invoke_without_command=True)
+def models(ctx: typer.Context) -> None:
     """Train (or reuse from the cache) the content and decision models; print their bundle dir."""
+    if ctx.invoked_subcommand is not None:
+        return
     from modstream.artifacts import ensure_models
 
     print(ensure_models(console).bundle)
+
+
+@models_app.command("promote")
+def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to serve")]) -> None:
+    """Serve BUNDLE: swap the MODSTREAM_MODEL_DIR link atomically; running workers switch between batches."""
+    from modstream.promotion import PromotionError, promote
+    from training.dataset import DatasetError
+
+    try:
+        switch = promote(_settings().model_dir, bundle)
+    except (PromotionError, DatasetError) as exc:
+        _misconfigured(str(exc))
+    console.print(f"promoted {switch.after} (decision model {switch.decision}); was {switch.before or 'nothing'}")
+    if switch.text_changed:
+        console.print(
+            f"[yellow]its text model {switch.text} differs:[/] running workers keep the old bundle until Triton "
+            "serves it and they restart"
+        )
+
+
+@models_app.command("rollback")
+def models_rollback() -> None:
+    """Serve the bundle promoted before the current one."""
+    from modstream.promotion import PromotionError, rollback
+    from training.dataset import DatasetError
+
+    try:
+        switch = rollback(_settings().model_dir)
+    except (PromotionError, DatasetError) as exc:
+        _misconfigured(str(exc))
+    console.print(f"rolled back to {switch.after} (decision model {switch.decision}); was {switch.before}")
 
 
 @app.command()
 def demo(
     posts: Annotated[int, typer.Option(min=50, help="Posts to replay")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
+    label_share: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of posts given a simulated moderator label on `feedback`")
+    ] = 0.0,
+    keep_stack: Annotated[
+        Path | None, typer.Option(help="Run the stack in this dir and leave it up (for dataset build, replay)")
+    ] = None,
 ) -> None:
     """Run the whole pipeline on the embedded stack and summarise it."""
     from modstream.demo import run_demo
 
-    summary = run_demo(posts, console)
+    summary = run_demo(posts, console, state_dir=keep_stack, label_share=label_share, keep_stack=keep_stack is not None)
+    if keep_stack is not None:
+        from modstream.stack import LocalStack
+
+        endpoints = LocalStack(keep_stack / "stack", keep_stack / "triton_repo").status().endpoints
+        bootstrap = endpoints.kafka_bootstrap if endpoints else "?"
+        console.print(
+            f"the stack is still up: MODSTREAM_KAFKA_BOOTSTRAP={bootstrap}; "
+            f"stop it with `modstream stack down --state-dir {keep_stack / 'stack'}`"
+        )
     if as_json:
         print(summary.to_json())
         return
@@ -136,6 +189,8 @@ def demo(
         f"{s.signals_nonzero:.0%} already above zero"
     )
     console.print(f"  throughput {s.throughput_posts_per_s} posts/s, end-to-end p50 {s.p50_ms} ms, p99 {s.p99_ms} ms")
+    if s.labels_published:
+        console.print(f"  simulated moderator labels published to the feedback topic: {s.labels_published}")
     if s.lost:
         raise typer.Exit(1)
 
@@ -208,15 +263,32 @@ def eval_text(
 @app.command("train-decision")
 def train_decision(
     text_model: Annotated[Path | None, typer.Option(help="Content model dir scoring the texts")] = None,
-    out: Annotated[Path, typer.Option(help="Output model dir")] = Path("out/decision-model"),
+    out: Annotated[
+        Path | None, typer.Option(help="Output dir (default out/decision-model; with --data, out/retrained)")
+    ] = None,
     posts: Annotated[int, typer.Option(min=1000, help="Simulated posts")] = 24_000,
     seed: int = 11,
+    data: Annotated[
+        Path | None, typer.Option(help="A `modstream dataset build` Parquet file: train on the platform's labels")
+    ] = None,
+    serving: Annotated[
+        Path | None, typer.Option(help="With --data: the bundle to compare with (default MODSTREAM_MODEL_DIR)")
+    ] = None,
+    min_auc_delta: Annotated[float, typer.Option(help="With --data: new ROC-AUC must be >= serving + this")] = 0.0,
+    min_block_precision: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
+    min_allow_npv: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
+    max_review_share: Annotated[float | None, typer.Option(help="With --data: the new model's ceiling")] = None,
     without_signals: Annotated[
         bool,
         typer.Option(help="Leave the stream-kept signals missing, as before the worker kept them: what they add"),
     ] = False,
 ) -> None:
-    """Train the LightGBM decision model on the platform simulator; choose thresholds; report."""
+    """Train the LightGBM decision model: on the platform simulator, or with --data on the platform's
+    own labels (split by time, compared with the serving model; exit 1 when the new one is worse)."""
+    if data is not None:
+        _retrain(data, serving, out or Path("out/retrained"), min_auc_delta, min_block_precision, min_allow_npv,
+                 max_review_share)  # fmt: skip
+        return
     from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
     from training.text_scoring import onnx_spam_scores
@@ -234,13 +306,145 @@ def train_decision(
         splits.val,
         splits.test,
         lambda texts: onnx_spam_scores(model_dir, texts),
-        out,
+        out or Path("out/decision-model"),
         n_posts=posts,
         seed=seed,
         text_version=version,
         signals=not without_signals,
     )
     print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
+
+
+def _retrain(
+    data: Path,
+    serving: Path | None,
+    out: Path,
+    min_auc_delta: float,
+    min_block_precision: float | None,
+    min_allow_npv: float | None,
+    max_review_share: float | None,
+) -> None:
+    from training.dataset import DatasetError
+    from training.retrain import Bar, retrain
+
+    bar = Bar(min_auc_delta, min_block_precision, min_allow_npv, max_review_share)
+    try:
+        report = retrain(data, serving or _settings().model_dir, out, bar, progress=console.print)
+    except DatasetError as exc:
+        _misconfigured(str(exc))
+    print(report.to_json())
+    for side, ev in (("new", report.new), ("serving", report.serving)):
+        console.print(
+            f"{side:>8} {ev.n} test posts: ROC-AUC {ev.roc_auc:.4f}, block precision {ev.block_precision:.4f}, "
+            f"allow NPV {ev.allow_npv:.4f}, review share {ev.review_share:.2%}"
+        )
+    console.print(f"bundle, report.json and comparison.png in {out}")
+    if not report.at_least_as_good:
+        console.print(f"[yellow]the new model is not as good:[/] {'; '.join(report.failures)}")
+        raise typer.Exit(1)
+
+
+def _range(from_time: str | None, to_time: str | None, from_offsets: str | None) -> Range:
+    from datetime import UTC, datetime
+
+    from modstream.topics import Range, RangeError
+
+    def when(text: str | None) -> datetime | None:
+        if text is None:
+            return None
+        try:
+            t = datetime.fromisoformat(text)
+        except ValueError:
+            _misconfigured(f"{text!r} is not an ISO time (e.g. 2026-11-23T10:00:00Z)")
+        return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+    try:
+        offsets = None if from_offsets is None else Range.parse_offsets(from_offsets)
+        return Range(when(from_time), when(to_time), offsets)
+    except RangeError as exc:
+        _misconfigured(str(exc))
+
+
+FromTime = Annotated[str | None, typer.Option(help="ISO time: records at or after it (UTC when no zone)")]
+ToTime = Annotated[str | None, typer.Option(help="ISO time: records before it")]
+FromOffsets = Annotated[str | None, typer.Option(help="PARTITION:OFFSET[,...] on the verdicts topic")]
+
+
+@dataset_app.command("build")
+def dataset_build(
+    out: Annotated[Path, typer.Option(help="Parquet file to write")] = Path("out/dataset.parquet"),
+    from_time: FromTime = None,
+    to_time: ToTime = None,
+    from_offsets: FromOffsets = None,
+    weak_labels: Annotated[bool, typer.Option(help="Label posts no moderator labelled by their user reports")] = False,
+    dead_letter: Annotated[bool, typer.Option(help="Dead-letter bad feedback records (the feedback DLQ)")] = True,
+) -> None:
+    """Join the verdicts' logged feature rows with moderator labels from the feedback topic, as Parquet."""
+    from modstream.dataset import build_dataset
+    from modstream.topics import RangeError
+    from training.dataset import DatasetError
+
+    rng = _range(from_time, to_time, from_offsets)
+    try:
+        with console.status("reading the verdicts and the feedback topic, joining"):
+            counts = build_dataset(_settings(), rng, out, weak_labels=weak_labels, dead_letter=dead_letter)
+    except (DatasetError, RangeError) as exc:
+        _misconfigured(str(exc))
+    print(json.dumps(counts.as_dict()))
+    console.print(
+        f"{counts.posts} posts, {counts.labelled} labelled ({counts.spam_share:.1%} spam), "
+        f"{counts.unmatched_labels} labels for posts outside the range, {counts.bad_feedback} bad feedback "
+        f"records -> {out}"
+    )
+
+
+@app.command("replay")
+def replay_cmd(
+    bundle: Annotated[Path, typer.Option(help="Bundle dir (text/ and decision/) to re-decide with")],
+    out: Annotated[Path, typer.Option(help="Where replay.json and flips.png go")] = Path("out/replay"),
+    from_time: FromTime = None,
+    to_time: ToTime = None,
+    from_offsets: FromOffsets = None,
+    output_topic: Annotated[str | None, typer.Option(help="Publish the re-decided verdicts here")] = None,
+) -> None:
+    """Re-decide a range of logged feature rows with a bundle's decision model; report the flips."""
+    from modstream.backtest import ReplayError, replay
+    from modstream.topics import RangeError
+    from training.dataset import DatasetError
+
+    try:
+        with console.status(f"re-deciding the range with {bundle}"):
+            report = replay(_settings(), bundle, _range(from_time, to_time, from_offsets), out, output_topic)
+    except (DatasetError, RangeError, ReplayError) as exc:
+        _misconfigured(str(exc))
+    c = report.comparison
+    print(report.to_json())
+    console.print(f"{c.agreed}/{c.posts} decisions reproduced ({c.agreement:.2%}), {len(c.flipped)} flipped; in {out}")
+
+
+@app.command("shadow-report")
+def shadow_report_cmd(
+    out: Annotated[Path, typer.Option(help="Where shadow.json and shadow_flips.png go")] = Path("out/shadow"),
+    from_time: FromTime = None,
+    to_time: ToTime = None,
+) -> None:
+    """Compare the champion's verdicts with the challenger's (MODSTREAM_SHADOW_TOPIC), with labels."""
+    from modstream.backtest import ReplayError, shadow_report
+    from modstream.topics import RangeError
+
+    settings = _settings()
+    try:
+        with console.status("reading the champion's and the challenger's verdicts"):
+            c = shadow_report(settings, settings.shadow_topic, _range(from_time, to_time, None), out)
+    except (RangeError, ReplayError) as exc:
+        _misconfigured(str(exc))
+    print(json.dumps(c.as_dict(), default=str))
+    for name, m in (("champion", c.a_labels), ("challenger", c.b_labels)):
+        console.print(
+            f"{name:>10}: block precision {m.block_precision:.3f}, recall {m.block_recall:.3f}, "
+            f"allow NPV {m.allow_npv:.3f} on {m.labelled} labelled posts"
+        )
+    console.print(f"{c.agreed}/{c.posts} agree, {len(c.flipped)} flipped; in {out}")
 
 
 @app.command("build-repo")

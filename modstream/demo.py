@@ -11,8 +11,10 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ from modstream.artifacts import ensure_models
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
-from schemas import Verdict
+from schemas import FeedbackEvent, Verdict
 from training.corpus import spamassassin_splits
 from training.simulator import Simulator, World
 from workers.config import Settings, cache_root
@@ -63,6 +65,7 @@ class Summary:
     throughput_posts_per_s: float
     p50_ms: float
     p99_ms: float
+    labels_published: int = 0  # simulated moderator labels sent to the feedback topic
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -112,6 +115,32 @@ def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list
     warmup, replay = records[:8], records[8:]
     random.Random(seed).shuffle(replay)
     return warmup, replay
+
+
+def simulated_labels(records: Sequence[Record], share: float, seed: int) -> list[Record]:
+    """Moderator labels, from the simulator's ground truth, for a random ``share`` of the labelled posts:
+    what a trust-and-safety team sends back, so the learning loop runs on the embedded stack."""
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    return [
+        Record(
+            r.key,
+            FeedbackEvent(
+                event_id=f"sim-label-{r.key}",
+                kind="moderator_label",
+                post_id=r.key,
+                user_id=json.loads(r.value)["user_id"],
+                actor_id="simulated-moderator",
+                label="spam" if r.label else "ham",
+                created_at=now,
+            )
+            .model_dump_json()
+            .encode(),
+            r.label,
+        )
+        for r in records
+        if r.label is not None and rng.random() < share
+    ]
 
 
 def signal_shares(verdicts: Iterable[Verdict]) -> tuple[float, float]:
@@ -188,18 +217,33 @@ class WorkerThread:
             raise self.error
 
 
-def run_demo(posts: int, console: Console, seed: int = 2026, state_dir: Path | None = None) -> Summary:
+def run_demo(
+    posts: int,
+    console: Console,
+    seed: int = 2026,
+    state_dir: Path | None = None,
+    label_share: float = 0.0,
+    keep_stack: bool = False,
+) -> Summary:
+    """``keep_stack`` (with ``state_dir``) leaves the stack running with its topics, for the learning
+    loop's commands to read; ``modstream stack down --state-dir <state_dir>/stack`` stops it."""
     models = ensure_models(console)
     with tempfile.TemporaryDirectory(prefix="modstream-demo-") as tmp:
         work = state_dir or Path(tmp)
         repo = build_repo("cpu-embedded", models.text, work / "triton_repo")
-        with LocalStack(work / "stack", repo, console=console) as ep:
+        stack = LocalStack(work / "stack", repo, console=console)
+        with nullcontext(stack.up()) if keep_stack and state_dir else stack as ep:
             run = uuid.uuid4().hex[:8]
             settings = worker_settings(ep, models.bundle, run)
             ks = Keyspace(settings.redis_prefix)
             create_topics(
                 ep.kafka_bootstrap,
-                {settings.input_topic: PARTITIONS, settings.output_topic: PARTITIONS, settings.dlq_topic: 1},
+                {
+                    settings.input_topic: PARTITIONS,
+                    settings.output_topic: PARTITIONS,
+                    settings.dlq_topic: 1,
+                    settings.feedback_topic: 1,
+                },
             )
             try:
                 with console.status("building posts and seeding Redis with the simulated platform"):
@@ -215,9 +259,13 @@ def run_demo(posts: int, console: Console, seed: int = 2026, state_dir: Path | N
                     with console.status(f"replaying {len(replay)} posts"):
                         sent = produce_all(settings, replay, producer=producer)
                         collector.wait_for([r.key for r in replay], 120 + len(replay) / 20)
+                    labels = simulated_labels(replay, label_share, seed)
+                    if labels:
+                        produce_all(settings, labels, producer=producer, topic=settings.feedback_topic)
                 finally:
                     worker.close()
                     collector.close()
-                return summarise(replay, collector.outcomes, sent)
+                summary = summarise(replay, collector.outcomes, sent)
+                return replace(summary, labels_published=len(labels))
             finally:
                 clear_redis(ep.redis_url, ks)

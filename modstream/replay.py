@@ -43,9 +43,14 @@ class Outcomes:
 
 
 def produce_all(
-    settings: Settings, records: Iterable[Record], rate: float | None = None, producer: Producer | None = None
+    settings: Settings,
+    records: Iterable[Record],
+    rate: float | None = None,
+    producer: Producer | None = None,
+    topic: str | None = None,
 ) -> dict[str, float]:
-    """Produce records (paced at ``rate`` per second when given); returns key -> produce time (epoch s).
+    """Produce records to ``topic`` (default: the input topic), paced at ``rate`` per second when
+    given; returns key -> produce time (epoch s).
 
     Pass a ``producer`` that has already delivered once to keep its start-up (metadata,
     producer id) out of the measured latencies.
@@ -61,7 +66,9 @@ def produce_all(
         sent[rec.key] = time.time()
         while True:
             try:
-                producer.produce(settings.input_topic, rec.value, rec.key.encode(), timestamp=int(sent[rec.key] * 1000))
+                producer.produce(
+                    topic or settings.input_topic, rec.value, rec.key.encode(), timestamp=int(sent[rec.key] * 1000)
+                )
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -162,6 +162,61 @@ def _degrade(x: FloatArray, rng: np.random.Generator) -> FloatArray:
     return x
 
 
+@dataclass(frozen=True)
+class Fitted:
+    booster: lgb.Booster
+    thresholds: Thresholds  # chosen on the validation rows
+
+    def predict(self, x: FloatArray) -> FloatArray:
+        return np.asarray(self.booster.predict(x, num_iteration=self.booster.best_iteration))
+
+
+def fit(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, *, monotone: bool = True) -> Fitted:
+    """LightGBM on the training rows, stopped early and thresholded on the validation rows."""
+    dtrain = lgb.Dataset(xt, yt, feature_name=list(FEATURES), free_raw_data=False)
+    dvalid = lgb.Dataset(xv, yv, reference=dtrain)
+    params = (
+        PARAMS | {"monotone_constraints": [int(f in MONOTONE_INCREASING) for f in FEATURES]} if monotone else PARAMS
+    )
+    booster = lgb.train(
+        params, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
+    )
+    return Fitted(booster, choose_thresholds(yv, np.asarray(booster.predict(xv, num_iteration=booster.best_iteration))))
+
+
+def save(
+    fitted: Fitted,
+    out: Path,
+    text_version: str,
+    rows: dict[str, int],
+    *,
+    validation: Evaluation | None,
+    test: Evaluation,
+    simulator: dict[str, float] | None = None,
+) -> DecisionModelCard:
+    """``model.txt`` and its card in ``out``; the version is the model file's hash."""
+    booster = fitted.booster
+    out.mkdir(parents=True, exist_ok=True)
+    booster.save_model(str(out / "model.txt"), num_iteration=booster.best_iteration)
+    gain = booster.feature_importance("gain")
+    card = DecisionModelCard(
+        version=hashlib.sha256((out / "model.txt").read_bytes()).hexdigest()[:12],
+        features=list(FEATURES),
+        feature_version=FEATURE_VERSION,
+        thresholds=fitted.thresholds,
+        targets={"block_precision": 0.99, "allow_npv": 0.995},
+        best_iteration=booster.best_iteration,
+        text_model_version=text_version,
+        rows=rows,
+        validation=None if validation is None else validation.__dict__,
+        test=test.__dict__,
+        importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
+        simulator=simulator,
+    )
+    card.save(out)
+    return card
+
+
 def train_decision(
     val_texts: Sequence[Example],
     test_texts: Sequence[Example],
@@ -199,35 +254,16 @@ def train_decision(
         parts[name] = (x, y)
 
     (xt, yt), (xv, yv), (xs, ys) = parts["train"], parts["valid"], parts["test"]
-    xt = _degrade(xt, rng)
-    dtrain = lgb.Dataset(xt, yt, feature_name=list(FEATURES), free_raw_data=False)
-    dvalid = lgb.Dataset(xv, yv, reference=dtrain)
-    params = (
-        PARAMS | {"monotone_constraints": [int(f in MONOTONE_INCREASING) for f in FEATURES]} if monotone else PARAMS
-    )
-    booster = lgb.train(
-        params, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
-    )
-    pv = booster.predict(xv, num_iteration=booster.best_iteration)
-    th = choose_thresholds(yv, np.asarray(pv))
-    ps = np.asarray(booster.predict(xs, num_iteration=booster.best_iteration))
-
-    out.mkdir(parents=True, exist_ok=True)
-    booster.save_model(str(out / "model.txt"), num_iteration=booster.best_iteration)
-    version = hashlib.sha256((out / "model.txt").read_bytes()).hexdigest()[:12]
-    gain = booster.feature_importance("gain")
-    card = DecisionModelCard(
-        version=version,
-        features=list(FEATURES),
-        feature_version=FEATURE_VERSION,
-        thresholds=th,
-        targets={"block_precision": 0.99, "allow_npv": 0.995},
-        best_iteration=booster.best_iteration,
-        text_model_version=text_version,
-        rows={k: len(v[1]) for k, v in parts.items()},
-        validation=evaluate(yv, np.asarray(pv), th).__dict__,
-        test=evaluate(ys, ps, th).__dict__,
-        importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
+    fitted = fit(_degrade(xt, rng), yt, xv, yv, monotone=monotone)
+    th = fitted.thresholds
+    ps = fitted.predict(xs)
+    card = save(
+        fitted,
+        out,
+        text_version,
+        {k: len(v[1]) for k, v in parts.items()},
+        validation=evaluate(yv, fitted.predict(xv), th),
+        test=evaluate(ys, ps, th),
         simulator={
             "seed": seed,
             "posts": n_posts,
@@ -236,7 +272,7 @@ def train_decision(
             "stream_signals": int(signals),
         },
     )
-    card.save(out)
+    gain = fitted.booster.feature_importance("gain")
     roc(ys, ps, out / "roc.png", title="Decision model ROC (simulated test)")
     pr_curve(ys, ps, out / "pr_curve.png", title="Decision model precision/recall (simulated test)")
     feature_importance(list(FEATURES), gain, out / "importance.png", title="Decision model feature importance (gain)")

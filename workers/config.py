@@ -95,6 +95,12 @@ class Settings(BaseSettings):
 
     # Models: a directory holding text/ (tokenizer.json, card.json) and decision/ (model.txt, card.json).
     model_dir: Path = Field(default_factory=default_model_dir)
+    # How often the worker looks whether model_dir (the `current` link `modstream models promote`
+    # swaps) points at another bundle, between batches; 0 never looks.
+    model_reload_s: Annotated[float, Field(ge=0)] = 5.0
+    # A challenger bundle decided beside the served one, its verdicts published to shadow_topic only.
+    shadow_model_dir: Path | None = None
+    shadow_topic: str = "verdicts.shadow"
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from dataclasses import dataclass
 
 from workers.adapters.kafka import KafkaSink, KafkaSource
 from workers.adapters.redis_store import RedisStore
@@ -15,6 +16,8 @@ from workers.isolation import describe
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
+from workers.reload import DecisionReloader, load_challenger
+from workers.shadow import Shadow
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache
@@ -28,24 +31,40 @@ log = logging.getLogger(__name__)
 KAFKA_PROBE_S = 5.0
 
 
-def load_models(settings: Settings) -> tuple[DecisionModel, TextEncoder]:
-    """The decision model and the tokenizer, or a one-line :class:`Misconfigured`."""
+@dataclass(frozen=True)
+class Loaded:
+    decision: DecisionModel
+    encoder: TextEncoder
+    text_version: str  # the text card's: a promoted or challenger bundle must have the same
+    challenger: DecisionModel | None
+
+
+def load_models(settings: Settings) -> Loaded:
+    """The models and the tokenizer, or a one-line :class:`Misconfigured`."""
     model_dir = model_dir_or_hint(settings.model_dir)
     try:
         decision = DecisionModel.load(model_dir / "decision")  # fails fast on a contract mismatch
         text_dir = model_dir / "text"
-        max_tokens = settings.max_tokens or TextModelCard.load(text_dir).max_length
-        return decision, TextEncoder(text_dir / "tokenizer.json", max_tokens)
+        card = TextModelCard.load(text_dir)
+        encoder = TextEncoder(text_dir / "tokenizer.json", settings.max_tokens or card.max_length)
     except Exception as exc:  # a card, a contract or a tokenizer that cannot serve: restarting won't help
         raise Misconfigured(f"cannot load the models in {model_dir}: {describe(exc)}") from None
+    challenger = None
+    if settings.shadow_model_dir is not None:
+        try:
+            challenger = load_challenger(model_dir_or_hint(settings.shadow_model_dir), card.version)
+        except Exception as exc:
+            raise Misconfigured(f"cannot shadow {settings.shadow_model_dir}: {describe(exc)}") from None
+    return Loaded(decision, encoder, card.version, challenger)
 
 
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
-    decision, encoder = load_models(settings)
+    loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
+    shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
     try:
         for what, check in (
             (f"kafka at {settings.kafka_bootstrap}", lambda: asyncio.to_thread(sink.check, KAFKA_PROBE_S)),
@@ -55,7 +74,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             if not await until_up(what, check, stop):
                 return
         scorer = TextScorer(
-            encoder,
+            loaded.encoder,
             model,
             settings.triton_sub_batch,
             settings.triton_max_in_flight,
@@ -64,8 +83,19 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         )
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
         source = KafkaSource(settings.consumer_conf(), [settings.input_topic])
-        worker = ModerationWorker(settings, source, sink, store, scorer, decision, bans)
-        log.info("moderation worker up: text model %s, decision model %s", model.version, decision.version)
+        reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
+        shadow = (
+            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s)
+            if loaded.challenger and shadow_sink
+            else None
+        )
+        worker = ModerationWorker(settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow)
+        log.info(
+            "moderation worker up: text model %s, decision model %s%s",
+            model.version,
+            loaded.decision.version,
+            f", challenger {loaded.challenger.version} -> {settings.shadow_topic}" if loaded.challenger else "",
+        )
         # Models, tokenizer, suffix list and schemas live as long as the process: take them out of
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
@@ -73,6 +103,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         await worker.run(stop)
     finally:
         sink.flush(settings.publish_timeout_s)
+        if shadow_sink is not None:
+            shadow_sink.flush(settings.publish_timeout_s)
         await model.close()
         await store.close()
 

@@ -23,6 +23,17 @@ RECORD_FAILURES = Counter(
 RECORD_RETRIES = Counter(
     "modstream_record_retries_total", "Records retried alone after an uncaught error failed their batch"
 )
+SHADOW_DECISIONS = Counter(
+    "modstream_shadow_decisions_total",
+    "Posts decided by both models, by their two decisions",
+    ["champion", "challenger"],
+)
+SHADOW_FAILURES = Counter(
+    "modstream_shadow_failures_total", "Posts the challenger skipped: it failed to decide or publish", ["step"]
+)
+MODEL_RELOADS = Counter(
+    "modstream_model_reloads_total", "Promoted decision models picked up (loaded) or refused", ["outcome"]
+)
 BANLIST_SIZE = Gauge("modstream_banlist_entries", "Banned domains, IPs and ranges currently loaded")
 
 

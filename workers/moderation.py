@@ -17,6 +17,8 @@ from workers.isolation import describe, failure, is_record_error
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
 from workers.records import InMsg, Post
+from workers.reload import DecisionReloader
+from workers.shadow import Shadow
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
 from workers.stages.score import TextScorer
@@ -38,19 +40,16 @@ class ModerationWorker:
     scorer: TextScorer
     decision: DecisionModel
     bans: BanListCache
+    reloader: DecisionReloader | None = None  # picks up a promoted decision model between batches
+    shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
 
     @property
     def dlq(self) -> DeadLetters:
         s = self.settings
         return DeadLetters(s.dlq_topic, s.group_id, s.dead_letter_max_bytes)
 
-    @property
-    def versions(self) -> dict[str, str]:
-        return {
-            "text": self.scorer.model.version,
-            "decision": self.decision.version,
-            "features": FEATURE_VERSION,
-        }
+    def versions(self, decision: DecisionModel) -> dict[str, str]:
+        return {"text": self.scorer.model.version, "decision": decision.version, "features": FEATURE_VERSION}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll and handle batches, up to ``max_batches_in_flight`` at once, until ``stop``.
@@ -63,6 +62,10 @@ class ModerationWorker:
         in_flight: deque[asyncio.Task[None]] = deque()
         try:
             while not stop.is_set():
+                if self.reloader is not None and self.reloader.due():
+                    # Between batches: one in flight keeps the model it started with.
+                    promoted = await asyncio.to_thread(self.reloader.check)
+                    self.decision = promoted or self.decision
                 msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_s)
                 if msgs:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
@@ -75,6 +78,8 @@ class ModerationWorker:
             for task in in_flight:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
+            if self.shadow is not None:
+                await self.shadow.drain()
             # On every exit, a failed batch or cancellation included: commit what is stored
             # and leave the group now rather than after a session timeout.
             self.source.close()
@@ -96,16 +101,18 @@ class ModerationWorker:
             raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
 
     async def _process(self, msgs: Sequence[InMsg]) -> Settlement:
+        model = self.decision  # the whole batch is decided, and named, by one model
+        versions = self.versions(model)
         with timed(validate.STAGE):
             posts, failures = validate.validate(msgs)
         with timed(short_circuit.STAGE):
-            blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
+            blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
         (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
         with timed(decide.STAGE):
             unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-            decided, undecided = decide.decide(rest, profiles, probs, self.decision, self.versions, unavailable)
+            decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable)
         with timed(publish.STAGE):
-            return publish.publish(
+            settlement = publish.publish(
                 msgs,
                 blocked + decided,
                 failures + unchecked + undecided,
@@ -114,6 +121,9 @@ class ModerationWorker:
                 dlq=self.dlq,
                 timeout_s=self.settings.publish_timeout_s,
             )
+        if self.shadow is not None:  # after the champion's verdicts are out
+            self.shadow.run(rest, profiles, probs, decided, self.versions(self.shadow.model), unavailable)
+        return settlement
 
     async def _isolate(self, msgs: Sequence[InMsg], exc: BaseException) -> Settlement:
         """An error no step caught failed the batch: retry each record alone, a bounded number

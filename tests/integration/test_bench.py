@@ -26,6 +26,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         "posts",
         "lost",
     } <= saved.keys()
+    assert saved["details"]["pipeline_with_shadow_posts_per_s"] > 0
     signals = saved["details"]["signals"]
     assert (
         signals["enrich_with_signals_us_per_post"] > 0

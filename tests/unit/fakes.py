@@ -3,18 +3,52 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
+from schemas import Decision, FeatureRow, Verdict
 from workers.cards import Thresholds
 from workers.clients import DeliveryError
-from workers.features import FEATURES
+from workers.features import FEATURE_VERSION, FEATURES
 from workers.records import InMsg
 from workers.signals import MemorySignals
 from workers.signals import Plan as SignalPlan
 from workers.stages.decide import DecisionModel
+
+T0 = datetime(2026, 11, 23, 10, tzinfo=UTC)
+
+
+def logged_verdict(
+    pid: str,
+    minute: float,
+    *,
+    values: Sequence[float | None] | None = None,
+    features: bool = True,
+    contract: str = FEATURE_VERSION,
+    decision: Decision = "allow",
+) -> Verdict:
+    """A verdict as the worker logs it, decided ``minute`` minutes after T0, with a feature row."""
+    if values is None:
+        values = [minute / 100, None, None, None, *[float(i) for i in range(len(FEATURES) - 4)]]
+    text = values[0]
+    return Verdict(
+        post_id=pid,
+        user_id="u1",
+        decision=decision,
+        score=0.1,
+        reasons=[],
+        stage_scores={"decision": 0.1} | ({} if text is None else {"text": text}),
+        model_versions={"text": "t1", "decision": "d1", "features": contract},
+        degraded=False,
+        latency_ms=1.0,
+        decided_at=T0 + timedelta(minutes=minute),
+        features=FeatureRow(contract=contract, values=list(values)) if features else None,
+    )
 
 
 def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
@@ -108,9 +142,30 @@ class FakeSink:
         return out
 
 
-def tiny_decision_model() -> DecisionModel:
+def write_bundle(
+    path: Path,
+    tokenizer_json: Path | None = None,
+    model: DecisionModel | None = None,
+    text_version: str = "t1",
+    thresholds: tuple[float, float] = (0.8, 0.2),
+) -> Path:
+    """A model bundle (text/ card and tokenizer, decision/ model and card) that loads without Triton."""
+    (path / "text").mkdir(parents=True)
+    (path / "text" / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": text_version}))
+    if tokenizer_json is not None:
+        shutil.copy2(tokenizer_json, path / "text" / "tokenizer.json")
+    model = model or tiny_decision_model()
+    (path / "decision").mkdir()
+    model.booster.save_model(str(path / "decision" / "model.txt"))
+    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": model.version}
+    block, allow = thresholds
+    (path / "decision" / "card.json").write_text(json.dumps(card | {"thresholds": {"block": block, "allow": allow}}))
+    return path
+
+
+def tiny_decision_model(seed: int = 0, version: str = "d1") -> DecisionModel:
     """A real LightGBM model over the real feature contract: spam when the text score is high."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     x = rng.random((400, len(FEATURES)))
     y = (x[:, FEATURES.index("text_spam_prob")] > 0.5).astype(int)
     booster = lgb.train(
@@ -118,4 +173,4 @@ def tiny_decision_model() -> DecisionModel:
         lgb.Dataset(x, y, feature_name=list(FEATURES)),
         num_boost_round=20,
     )
-    return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), "tiny")
+    return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), version)

@@ -12,9 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from tests.unit.fakes import tiny_decision_model
+from tests.unit.fakes import write_bundle
 from workers.config import Settings
-from workers.features import FEATURE_VERSION, FEATURES
 from workers.main import load_models
 from workers.startup import EXIT_MISCONFIGURED, Misconfigured, until_up
 
@@ -22,20 +21,28 @@ from workers.startup import EXIT_MISCONFIGURED, Misconfigured, until_up
 @pytest.fixture
 def bundle(tmp_path: Path, tokenizer_json: Path) -> Path:
     """A model bundle with a real decision model and tokenizer (no Triton model needed to load)."""
-    (tmp_path / "text").mkdir()
-    (tmp_path / "text" / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "t1"}))
-    shutil.copy2(tokenizer_json, tmp_path / "text" / "tokenizer.json")
-    decision = tmp_path / "decision"
-    decision.mkdir()
-    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
-    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": "d1"}
-    (decision / "card.json").write_text(json.dumps(card | {"thresholds": {"block": 0.8, "allow": 0.2}}))
-    return tmp_path
+    return write_bundle(tmp_path, tokenizer_json)
 
 
 def test_a_good_bundle_loads(bundle: Path) -> None:
-    decision, encoder = load_models(Settings(model_dir=bundle))
-    assert decision.version == "d1" and encoder.max_length == 128
+    loaded = load_models(Settings(model_dir=bundle))
+    assert loaded.decision.version == "d1" and loaded.encoder.max_length == 128
+    assert loaded.text_version == "t1" and loaded.challenger is None
+
+
+def test_a_challenger_bundle_loads_beside_the_champion(bundle: Path, tmp_path: Path) -> None:
+    challenger = tmp_path / "challenger"
+    shutil.copytree(bundle, challenger, ignore=shutil.ignore_patterns("challenger"))
+    loaded = load_models(Settings(model_dir=bundle, shadow_model_dir=challenger))
+    assert loaded.challenger is not None and loaded.challenger.version == "d1"
+
+
+def test_a_challenger_with_another_text_model_is_refused(bundle: Path, tmp_path: Path) -> None:
+    challenger = tmp_path / "challenger"
+    shutil.copytree(bundle, challenger, ignore=shutil.ignore_patterns("challenger"))
+    (challenger / "text" / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "t2"}))
+    with pytest.raises(Misconfigured, match="text model 't2' is not the one served"):
+        load_models(Settings(model_dir=bundle, shadow_model_dir=challenger))
 
 
 def test_a_missing_model_dir_says_how_to_make_one(tmp_path: Path) -> None:
