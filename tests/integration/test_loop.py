@@ -24,9 +24,9 @@ from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, RangeError, read_range
 from schemas import Verdict
+from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model, write_bundle
 from training.retrain import Bar, retrain
-from workers.config import Settings
 from workers.metrics import SHADOW_DECISIONS
 
 pytestmark = pytest.mark.integration
@@ -69,22 +69,14 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
     challenger = bundle(tmp_path / "challenger", tiny_model_dir, 1, "challenger")
     current = tmp_path / "current"
     current.symlink_to(champion)
-    s = Settings(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        redis_url=stack.redis_url,  # type: ignore[arg-type]
-        triton_url=stack.triton_grpc,
-        model_dir=current,
+    s = run_settings(
+        stack,
+        current,
+        run,
         model_reload_s=0.2,
         shadow_model_dir=challenger,
-        redis_prefix=f"loop:{run}:",
-        group_id=f"loop-{run}",
-        input_topic=f"posts-{run}",
-        output_topic=f"verdicts-{run}",
-        dlq_topic=f"dlq-{run}",
         feedback_topic=f"feedback-{run}",
         shadow_topic=f"verdicts-{run}.shadow",
-        metrics_port=0,
-        batch_max_wait_s=0.02,
     )
     create_topics(
         s.kafka_bootstrap,

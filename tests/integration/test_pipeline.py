@@ -20,6 +20,7 @@ from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
+from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model
 from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
@@ -48,19 +49,7 @@ def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
 @pytest.fixture
 def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
     run = uuid.uuid4().hex[:8]
-    s = Settings(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        redis_url=stack.redis_url,  # type: ignore[arg-type]
-        triton_url=stack.triton_grpc,
-        model_dir=model_bundle,
-        redis_prefix=f"it:{run}:",
-        group_id=f"it-{run}",
-        input_topic=f"posts-{run}",
-        output_topic=f"verdicts-{run}",
-        dlq_topic=f"dlq-{run}",
-        metrics_port=0,
-        batch_max_wait_s=0.02,
-    )
+    s = run_settings(stack, model_bundle, run)
     create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
     ks = Keyspace(s.redis_prefix)
     r = redis.Redis.from_url(stack.redis_url)

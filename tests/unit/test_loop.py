@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from modstream.promotion import PromotionError, history_file, promote, rollback
 from modstream.topics import Range
 from tests.unit.fakes import FakeSink, FakeSource, event, tiny_decision_model, write_bundle
 from tests.unit.test_worker import encoder, make_worker, msgs, verdicts
-from training.flips import compare
+from training.flips import compare, label_metrics
 from training.redecide import redecide
 from workers.metrics import MODEL_RELOADS, SHADOW_DECISIONS, SHADOW_FAILURES
 from workers.records import InMsg
@@ -239,3 +241,16 @@ async def test_a_shadow_backlog_is_skipped_and_counted(encoder: TextEncoder) -> 
     release.set()
     await shadow.drain()
     assert len(shadow.sink.records) == MAX_PENDING  # type: ignore[attr-defined]
+
+
+def test_a_time_range_holds_its_start_not_its_end_and_labels_are_read_from_its_start_on() -> None:
+    rng = Range(datetime(2026, 11, 23, 10, tzinfo=UTC), datetime(2026, 11, 23, 11, tzinfo=UTC))
+    start_ms = int(rng.from_time.timestamp() * 1000)  # type: ignore[union-attr]
+    assert rng.contains(start_ms) and not rng.contains(start_ms - 1) and not rng.contains(start_ms + 3_600_000)
+    assert rng.after() == Range(rng.from_time) and rng.after().contains(start_ms + 10**9)
+
+
+def test_label_metrics_are_nan_where_nothing_was_decided_so() -> None:
+    m = label_metrics({"a": "review", "b": "allow", "c": "allow"}, {"a": 1, "b": 0, "c": 1, "gone": 1})
+    assert (m.labelled, m.allow_npv, m.review_share) == (3, 0.5, 1 / 3)
+    assert math.isnan(m.block_precision) and m.block_recall == 0.0
