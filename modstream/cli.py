@@ -73,6 +73,25 @@ def worker(log_level: str = "INFO") -> None:
 
 
 @app.command()
+def health(
+    models: Annotated[
+        bool, typer.Option(help="Also check Triton and the model contract; --no-models for the feedback worker")
+    ] = True,
+    timeout_s: Annotated[float, typer.Option(min=0.1, help="Deadline for each probe")] = 5.0,
+) -> None:
+    """Exit 0 only when Kafka, Redis and (with --models) Triton answer and the model contract holds."""
+    import asyncio
+
+    from workers.health import check
+
+    checks = asyncio.run(check(_settings(), timeout_s, models))
+    for c in checks:
+        print(c)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
     fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
 
+    # How often librdkafka reports statistics (consumer lag per partition, group state) to the
+    # metrics exporter; 0 turns them off. Lag for a scaler comes from the broker (KEDA), not this.
+    kafka_stats_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
+
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
     # max_wait for the first record. Batches grow with load instead of waiting to fill.
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
@@ -131,6 +135,7 @@ class Settings(BaseSettings):
             "enable.auto.offset.store": False,
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,
+            "statistics.interval.ms": _ms(self.kafka_stats_interval_s),
         }
 
     def producer_conf(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.isolation import describe
 from workers.keyspace import Keyspace
+from workers.lag import READY
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.stages.decide import DecisionModel
@@ -70,8 +71,10 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
         gc.freeze()
+        READY.set(1)
         await worker.run(stop)
     finally:
+        READY.set(0)
         sink.flush(settings.publish_timeout_s)
         await model.close()
         await store.close()
