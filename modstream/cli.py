@@ -173,6 +173,18 @@ def bench(
     console.print(f"details and plots in {out}")
 
 
+@app.command("bench-redis")
+def bench_redis(
+    batches: Annotated[int, typer.Option(min=1, help="Timed batches per server")] = 60,
+    size: Annotated[int, typer.Option(min=1, help="Posts per batch")] = 256,
+    shards: Annotated[int, typer.Option(min=1, help="MODSTREAM_REDIS_SIGNAL_SHARDS for the cluster")] = 64,
+) -> None:
+    """Enrichment round trip per batch: one Redis against a local three-primary Redis Cluster."""
+    from modstream.redis_bench import run
+
+    print(json.dumps(run(batches, size, shards), indent=2))
+
+
 @app.command("train-text")
 def train_text(
     data: Annotated[Path | None, typer.Option(help="CSV, JSONL or Parquet with text and label columns")] = None,

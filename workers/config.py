@@ -75,6 +75,11 @@ class Settings(BaseSettings):
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    # A Redis Cluster (redis_url names any of its nodes): the cluster client, every script's
+    # keys in one slot, and each stream-kept signal's hash split over this many slots
+    # (workers/adapters/redis_layout.py). Changing the shard count starts those counts afresh.
+    redis_cluster: bool = False
+    redis_signal_shards: Annotated[int, Field(ge=1, le=16384)] = 64
     redis_prefix: str = "modstream:"
     redis_timeout_s: Annotated[float, Field(ge=0.001)] = 0.5
     # How long the stream-kept signals a post saw are kept under its id: a redelivery within

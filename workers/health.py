@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from workers.adapters.kafka import KafkaSink
+from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
@@ -56,7 +57,9 @@ async def check(settings: Settings, timeout_s: float, models: bool = True) -> li
         return settings.kafka_bootstrap
 
     async def redis() -> str:
-        store = RedisStore(settings.redis_url.get_secret_value(), min(settings.redis_timeout_s, timeout_s))
+        store = RedisStore(
+            settings.redis_url.get_secret_value(), min(settings.redis_timeout_s, timeout_s), Layout.of(settings)
+        )
         try:
             await store.ping()
         finally:

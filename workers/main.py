@@ -7,6 +7,7 @@ import gc
 import logging
 
 from workers.adapters.kafka import KafkaSink, KafkaSource
+from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
@@ -44,7 +45,7 @@ def load_models(settings: Settings) -> tuple[DecisionModel, TextEncoder]:
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     decision, encoder = load_models(settings)
-    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
+    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
     try:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
+from modstream.redis_cluster import LocalRedisCluster
 from modstream.stack import Endpoints
 from tests.unit.fakes import tiny_decision_model
 from workers.features import FEATURE_VERSION, FEATURES
@@ -38,3 +39,10 @@ def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     }
     (decision / "card.json").write_text(json.dumps(card))
     return bundle
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis Cluster on loopback (three primaries, three replicas); yields a node's URL."""
+    with LocalRedisCluster(tmp_path_factory.mktemp("redis_cluster")) as url:
+        yield url
