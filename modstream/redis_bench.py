@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from modstream.redis_cluster import LocalRedisCluster
 from modstream.stack import HOST, REDIS_HINT, StackError, free_port
@@ -34,6 +35,7 @@ from workers.stages.validate import validate
 
 KS = Keyspace("bench:")
 USERS, DOMAINS, IPS = 5000, 500, 2000
+WARMUP = 5  # batches before timing: connections made, the script loaded
 
 
 def posts(n: int, rng: random.Random, start: float) -> list[Post]:
@@ -56,7 +58,7 @@ def posts(n: int, rng: random.Random, start: float) -> list[Post]:
     return valid
 
 
-async def measure(store: RedisStore, batches: int, size: int, warmup: int = 5) -> dict[str, float]:
+async def measure(store: RedisStore, batches: int, size: int, warmup: int = WARMUP) -> dict[str, float]:
     rng = random.Random(7)
     start = datetime(2026, 11, 23, tzinfo=UTC).timestamp()
     wall, cpu = [], []
@@ -118,10 +120,26 @@ def run(batches: int, size: int, shards: int) -> dict[str, Any]:
 
 async def _measure(url: str, layout: Layout, batches: int, size: int) -> dict[str, float]:
     store = RedisStore(url, 5.0, layout)
+    before = used_memory(url, layout)
     try:
-        return await measure(store, batches, size)
+        timings = await measure(store, batches, size)
     finally:
         await store.close()
+    # What the signal state costs per post counted (warm-up batches included; no profiles seeded).
+    return timings | {"bytes_per_post": (used_memory(url, layout) - before) / ((batches + WARMUP) * size)}
+
+
+def used_memory(url: str, layout: Layout) -> int:
+    """Bytes in use over every primary."""
+    if not layout.cluster:
+        with redis.Redis.from_url(url) as client:
+            return int(client.info("memory")["used_memory"])
+    cluster = RedisCluster.from_url(url)
+    try:
+        per_node = cluster.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        return sum(int(info["used_memory"]) for info in per_node.values())
+    finally:
+        cluster.close()
 
 
 def _calls_per_batch(layout: Layout, size: int) -> int:

@@ -64,7 +64,8 @@ def test_on_a_cluster_every_script_call_touches_one_slot_and_covers_every_value(
 
 def test_a_signal_and_its_previous_bucket_share_a_shard() -> None:
     layout = Layout(shards=64)
-    a, b = layout.spread("t:sig:lf:172800:10", "abc"), layout.spread("t:sig:lf:172800:9", "abc")
-    assert key_slot(a.encode()) == key_slot(b.encode())
-    assert layout.beside("t:sig:snap", key_slot(a.encode())) != "t:sig:snap"
+    (a, group), (b, _) = layout.spread("t:sig:lf:172800:10", "abc"), layout.spread("t:sig:lf:172800:9", "abc")
+    assert key_slot(a.encode()) == key_slot(b.encode()) == group
+    assert layout.spread("t:sig:lf:172800:10", "abc") == (a, group) and a != "t:sig:lf:172800:10"
+    assert Layout().spread("t:sig:lf:172800:10", "abc") == ("t:sig:lf:172800:10", 0)
     assert key_slot(layout.beside("t:sig:snap", 1234).encode()) == 1234

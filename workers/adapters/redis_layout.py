@@ -49,6 +49,11 @@ def connect(url: str, timeout_s: float, cluster: bool = False) -> Client:
 
 
 @functools.cache
+def _tag_slot(tag: str) -> int:
+    return key_slot(tag.encode())
+
+
+@functools.cache
 def _slot_tags() -> tuple[str, ...]:
     """For each hash slot, a short string that hashes to it (built once, in about 0.4 s)."""
     tags: dict[int, str] = {}
@@ -73,11 +78,12 @@ class Layout:
     def cluster(self) -> bool:
         return self.shards > 0
 
-    def spread(self, key: str, entity: str) -> str:
-        """The key that holds ``entity``'s field of the shared hash ``key``."""
+    def spread(self, key: str, entity: str) -> tuple[str, int]:
+        """The key that holds ``entity``'s field of the shared hash ``key``, and its group."""
         if not self.cluster:
-            return key
-        return f"{key}{{s{zlib.crc32(entity.encode()) % self.shards}}}"
+            return key, 0
+        tag = f"s{zlib.crc32(entity.encode()) % self.shards}"
+        return f"{key}{{{tag}}}", _tag_slot(tag)
 
     def group(self, key: str) -> int:
         """The script call ``key`` belongs to: its slot on a cluster; on one node, the only one."""

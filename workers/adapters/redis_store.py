@@ -143,11 +143,11 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
     for i, p in enumerate(plans):
         parts: dict[int, tuple[list[tuple[int, str, Count]], list[tuple[int, str, FirstSeen]]]] = {}
         for at, c in enumerate(p.counts):
-            key = layout.spread(c.key, c.field)
-            parts.setdefault(layout.group(key), ([], []))[0].append((at, key, c))
+            key, group = layout.spread(c.key, c.field)
+            parts.setdefault(group, ([], []))[0].append((at, key, c))
         for at, f in enumerate(p.first_seen, len(p.counts)):
-            key = layout.spread(f.key, f.field)  # the previous bucket: same field, same shard
-            parts.setdefault(layout.group(key), ([], []))[1].append((at, key, f))
+            key, group = layout.spread(f.key, f.field)
+            parts.setdefault(group, ([], []))[1].append((at, key, f))
         for group, (counts, firsts) in parts.items():
             call = calls(group)
             call.args += [call.key(layout.beside(p.snapshot, group)), p.post_id, p.snapshot_ttl_s, len(counts)]
@@ -155,7 +155,8 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
                 call.args += [call.key(key), c.field, c.member, c.ttl_s]
             call.args.append(len(firsts))
             for _, key, f in firsts:
-                call.args += [call.key(key), call.key(layout.spread(f.previous, f.field)), f.field, f.at, f.ttl_s]
+                previous, _ = layout.spread(f.previous, f.field)  # same field: same shard, same group
+                call.args += [call.key(key), call.key(previous), f.field, f.at, f.ttl_s]
             call.parts.append((i, [at for at, _, _ in counts] + [at for at, _, _ in firsts]))
     return calls
 
