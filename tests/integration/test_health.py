@@ -52,3 +52,13 @@ def test_a_bundle_for_another_text_model_breaks_the_contract(
     assert code == 1 and " FAIL " in lines["models"] and "retrained" in lines["models"]
     # The feedback worker needs neither Triton nor the models.
     assert health(stack, other, "--no-models")[0] == 0
+
+
+def test_redis_cluster_mode_is_checked_against_the_server(
+    stack: Endpoints, model_bundle: Path, redis_cluster: str
+) -> None:
+    cluster = {"MODSTREAM_REDIS_CLUSTER": "true"}
+    assert health(stack, model_bundle, "--no-models", MODSTREAM_REDIS_URL=redis_cluster, **cluster)[0] == 0
+    # The cluster client against a single Redis: a clear failure, not a half-working worker.
+    code, lines = health(stack, model_bundle, "--no-models", **cluster)
+    assert code == 1 and " FAIL " in lines["redis"]
