@@ -178,11 +178,16 @@ def bench_redis(
     batches: Annotated[int, typer.Option(min=1, help="Timed batches per server")] = 60,
     size: Annotated[int, typer.Option(min=1, help="Posts per batch")] = 256,
     shards: Annotated[int, typer.Option(min=1, help="MODSTREAM_REDIS_SIGNAL_SHARDS for the cluster")] = 64,
+    out: Annotated[Path | None, typer.Option(help="Also write bench-redis.json and redis_cluster.png here")] = None,
 ) -> None:
     """Enrichment round trip per batch: one Redis against a local three-primary Redis Cluster."""
-    from modstream.redis_bench import run
+    from modstream.redis_bench import plot, run
 
-    print(json.dumps(run(batches, size, shards), indent=2))
+    results = run(batches, size, shards)
+    print(json.dumps(results, indent=2))
+    if out is not None:
+        plot(results, out)
+        (out / "bench-redis.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 @app.command("train-text")

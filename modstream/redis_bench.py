@@ -147,3 +147,28 @@ def _calls_per_batch(layout: Layout, size: int) -> int:
     bands = signals.band_hashes([p.text for p in batch])
     plans = [signals.plan(p, band, KS, 600) for p, band in zip(batch, bands, strict=True)]
     return len(signal_calls(plans, layout).by_group)
+
+
+def plot(results: dict[str, Any], out: Path) -> None:
+    """``redis_cluster.png``: per-batch wall time and client CPU, one node against the cluster."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    metrics = [("p50_ms", "round trip p50"), ("p90_ms", "round trip p90"), ("client_cpu_ms", "client CPU")]
+    width = 0.38
+    for offset, (server, label, color) in enumerate(
+        (("single_node", "one node", "#48c"), ("cluster", f"cluster ({results['signal_shards']} shards)", "#c44"))
+    ):
+        values = [results[server][m] for m, _ in metrics]
+        xs = [i + (offset - 0.5) * width for i in range(len(metrics))]
+        ax.bar(xs, values, width, label=label, color=color)
+        for x, v in zip(xs, values, strict=True):
+            ax.text(x, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(metrics)), [name for _, name in metrics])
+    ax.set_ylabel(f"ms per {results['batch_size']}-post batch")
+    ax.set_title("Enrichment per batch: one Redis vs a three-primary cluster", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "redis_cluster.png", dpi=120)

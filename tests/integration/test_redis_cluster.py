@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
@@ -134,3 +135,14 @@ async def test_profiles_on_a_cluster_write_every_slot(redis_cluster: str, cluste
         assert stored == [stored[0]] * 20 and stored[0] is not None
     finally:
         await store.close()
+
+
+def test_bench_redis_reports_both_servers(tmp_path: Path) -> None:
+    from modstream.redis_bench import plot, run
+
+    results = run(batches=2, size=16, shards=8)
+    for server in ("single_node", "cluster"):
+        assert results[server]["p50_ms"] > 0 and results[server]["bytes_per_post"] > 0
+    assert 1 < results["cluster_script_calls_per_batch"] <= 8
+    plot(results, tmp_path)
+    assert (tmp_path / "redis_cluster.png").stat().st_size > 0
