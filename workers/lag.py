@@ -9,12 +9,17 @@ training code's content key, and none of this changes a model.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workers.isolation import describe
+
+log = logging.getLogger(__name__)
 
 CONSUMER_LAG = Gauge(
     "modstream_consumer_lag", "Records behind the partition's high watermark (librdkafka)", ["topic", "partition"]
@@ -78,8 +83,14 @@ class LagExporter:
     def __init__(self) -> None:
         self._shown: set[tuple[str, str]] = set()
 
-    def export(self, raw: str) -> Statistics:
-        stats = Statistics.model_validate_json(raw)
+    def export(self, raw: str) -> Statistics | None:
+        """Called by librdkafka inside poll: an exception here would surface from poll and stop
+        the worker, so a document this model cannot read is logged and skipped."""
+        try:
+            stats = Statistics.model_validate_json(raw)
+        except ValidationError as exc:
+            log.warning("unreadable librdkafka statistics, lag not updated: %s", describe(exc))
+            return None
         shown = {(topic, str(partition)): lag for (topic, partition), lag in stats.lags().items()}
         for labels in self._shown - shown.keys():
             CONSUMER_LAG.remove(*labels)

@@ -49,6 +49,13 @@ def test_a_revoked_partition_stops_being_exported() -> None:
     assert REGISTRY.get_sample_value("modstream_consumer_group_up") == 0
 
 
+def test_unreadable_statistics_are_skipped_not_raised_into_poll() -> None:
+    exporter = LagExporter()
+    exporter.export(stats({0: 7}))
+    assert exporter.export("{not json") is None and exporter.export('{"topics": 3}') is None
+    assert lag(0) == 7  # the last good reading stands
+
+
 def test_commit_latency_runs_from_store_to_the_commit_that_covers_it() -> None:
     now = [10.0]
     timer = CommitTimer(lambda: now[0])
