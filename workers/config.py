@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
     fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
 
+    # How often librdkafka reports statistics (consumer lag per partition, group state) to the
+    # metrics exporter; 0 turns them off. Lag for a scaler comes from the broker (KEDA), not this.
+    kafka_stats_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
+
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
     # max_wait for the first record. Batches grow with load instead of waiting to fill.
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
@@ -71,6 +75,11 @@ class Settings(BaseSettings):
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    # A Redis Cluster (redis_url names any of its nodes): the cluster client, every script's
+    # keys in one slot, and each stream-kept signal's hash split over this many slots
+    # (workers/adapters/redis_layout.py). Changing the shard count starts those counts afresh.
+    redis_cluster: bool = False
+    redis_signal_shards: Annotated[int, Field(ge=1, le=16384)] = 64
     redis_prefix: str = "modstream:"
     redis_timeout_s: Annotated[float, Field(ge=0.001)] = 0.5
     # How long the stream-kept signals a post saw are kept under its id: a redelivery within
@@ -137,6 +146,7 @@ class Settings(BaseSettings):
             "enable.auto.offset.store": False,
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,
+            "statistics.interval.ms": _ms(self.kafka_stats_interval_s),
         }
 
     def producer_conf(self) -> dict[str, Any]:

@@ -8,12 +8,14 @@ import logging
 from dataclasses import dataclass
 
 from workers.adapters.kafka import KafkaSink, KafkaSource
+from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings
 from workers.isolation import describe
 from workers.keyspace import Keyspace
+from workers.lag import READY
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.reload import DecisionReloader, load_challenger
@@ -61,7 +63,7 @@ def load_models(settings: Settings) -> Loaded:
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     loaded = load_models(settings)
-    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
+    store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
     sink = KafkaSink(settings.producer_conf())
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
@@ -100,8 +102,10 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
         gc.freeze()
+        READY.set(1)
         await worker.run(stop)
     finally:
+        READY.set(0)
         sink.flush(settings.publish_timeout_s)
         if shadow_sink is not None:
             shadow_sink.flush(settings.publish_timeout_s)

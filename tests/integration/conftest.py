@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from modstream.redis_cluster import LocalRedisCluster
 from modstream.stack import Endpoints
+from tests.unit.fakes import tiny_decision_model
 from workers.config import Settings
+from workers.features import FEATURE_VERSION, FEATURES
 
 
 def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) -> Settings:
@@ -37,3 +41,28 @@ async def redis_client(stack: Endpoints) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.Redis.from_url(stack.redis_url, decode_responses=True, socket_timeout=2)
     yield client
     await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """The tiny text model (what the stack's Triton serves) beside a tiny decision model."""
+    bundle = tmp_path_factory.mktemp("bundle")
+    (bundle / "text").symlink_to(tiny_model_dir)
+    decision = bundle / "decision"
+    decision.mkdir()
+    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
+    card = {
+        "features": list(FEATURES),
+        "feature_version": FEATURE_VERSION,
+        "version": "tiny",
+        "thresholds": {"block": 0.8, "allow": 0.2},
+    }
+    (decision / "card.json").write_text(json.dumps(card))
+    return bundle
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis Cluster on loopback (three primaries, three replicas); yields a node's URL."""
+    with LocalRedisCluster(tmp_path_factory.mktemp("redis_cluster")) as url:
+        yield url

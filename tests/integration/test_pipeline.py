@@ -21,29 +21,12 @@ from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
 from tests.integration.conftest import run_settings
-from tests.unit.fakes import event, tiny_decision_model
+from tests.unit.fakes import event
 from workers.config import Settings
-from workers.features import FEATURE_VERSION, FEATURES
+from workers.features import FEATURES
 from workers.keyspace import Keyspace
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
-    bundle = tmp_path_factory.mktemp("bundle")
-    (bundle / "text").symlink_to(tiny_model_dir)
-    decision = bundle / "decision"
-    decision.mkdir()
-    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
-    card = {
-        "features": list(FEATURES),
-        "feature_version": FEATURE_VERSION,
-        "version": "tiny",
-        "thresholds": {"block": 0.8, "allow": 0.2},
-    }
-    (decision / "card.json").write_text(json.dumps(card))
-    return bundle
 
 
 @pytest.fixture

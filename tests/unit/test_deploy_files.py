@@ -16,6 +16,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 import workers.feedback.metrics
+import workers.lag
 import workers.metrics
 import workers.profiles.metrics
 
@@ -43,7 +44,7 @@ def dashboard() -> Any:
 def exported_series() -> set[str]:
     """Every series name the moderation and feedback workers and the profile ingester can expose."""
     names = set()
-    for module in (workers.metrics, workers.feedback.metrics, workers.profiles.metrics):
+    for module in (workers.metrics, workers.lag, workers.feedback.metrics, workers.profiles.metrics):
         for metric in vars(module).values():
             if isinstance(metric, MetricWrapperBase):
                 names |= {d.name + s for d in metric.describe() for s in SUFFIXES[d.type]}
@@ -94,6 +95,8 @@ def test_compose_stack_shape(compose: Any) -> None:
     assert services["kafka"]["image"] == "apache/kafka:3.9.0"
     assert services["worker"]["deploy"]["replicas"] == 2
     assert services["worker"]["command"] == ["worker"] and services["feedback"]["command"] == ["feedback"]
+    assert services["worker"]["healthcheck"]["test"][1:3] == ["modstream", "health"]
+    assert "--no-models" in services["feedback"]["healthcheck"]["test"]
     (gpu,) = services["triton"]["deploy"]["resources"]["reservations"]["devices"]
     assert gpu["driver"] == "nvidia"
     assert "./build/triton_repo:/models:ro" in services["triton"]["volumes"]

@@ -17,7 +17,8 @@ from modstream.cli import app
 from schemas import DeadLetter, ProfileUpdate
 from schemas.profiles import PROFILE_FIELDS
 from tests.unit.fakes import FakeSink, FakeSource
-from workers.adapters.redis_profiles import write_args
+from workers.adapters.redis_layout import Layout
+from workers.adapters.redis_profiles import write_calls
 from workers.delivery import DeadLetters
 from workers.keyspace import Keyspace
 from workers.profiles.app import ProfileIngester
@@ -110,10 +111,15 @@ def test_plan_encodes_only_the_given_fields() -> None:
     )
 
 
-def test_write_args_frame_each_write() -> None:
+def test_write_args_frame_each_write_and_name_keys_by_index() -> None:
     (w,) = plan([update(record("domain", "example.com", reputation=0.25, created_at=AT))], KS)
-    one = ["p:domain:example.com", w.at_us, 1, "created_at", "1740830400", 1, "reputation", "0.25"]
-    assert write_args([w, w]) == [STAMP_SUFFIX, *one, *one]
+    (u,) = plan([update(record("user", "u1", created_at=AT))], KS)
+    one = [1, w.at_us, 1, "created_at", "1740830400", 1, "reputation", "0.25"]
+    (call,) = write_calls([w, w], Layout()).by_group.values()
+    assert call.keys == {"p:domain:example.com": 1} and call.args == [STAMP_SUFFIX, *one, *one]
+    # On a cluster, one call per slot: every script touches keys of one slot only.
+    calls = write_calls([w, u, w], Layout(shards=16)).by_group
+    assert sorted(c.keys.popitem()[0] for c in calls.values()) == ["p:domain:example.com", "p:user:u1"]
 
 
 class FakeProfileStore:

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from workers.clients import DeliveryError, Headers
+from workers.lag import REBALANCES, CommitTimer, LagExporter
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
@@ -25,15 +26,29 @@ def _commit_quietly(consumer: Consumer) -> None:
 
 class KafkaSource:
     def __init__(self, conf: dict[str, Any], topics: Sequence[str]) -> None:
+        self.commits = CommitTimer()
+        self._lag = LagExporter()
+        # Both run inside poll, on the polling thread.
+        conf = {**conf, "stats_cb": self._lag.export, "on_commit": self._on_commit}
         self._consumer = Consumer(conf)
-        self._consumer.subscribe(list(topics), on_revoke=self._on_revoke)
+        self._consumer.subscribe(list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = err is not None and err.code() != KafkaError._NO_OFFSET
+        self.commits.committed(failed, {(p.topic, p.partition): p.offset for p in partitions if p.error is None})
 
     @staticmethod
-    def _on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        REBALANCES.labels("assign").inc()
+        log.info("partitions assigned: %s", [(p.topic, p.partition) for p in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Runs inside poll, between batches, so every stored offset is already settled:
         # commit them before another group member takes these partitions over.
+        REBALANCES.labels("revoke").inc()
         log.info("partitions revoked: %s", [(p.topic, p.partition) for p in partitions])
         _commit_quietly(consumer)
+        self.commits.forget([(p.topic, p.partition) for p in partitions])
 
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
         # Wait only for the first record, then take what has already arrived: an idle worker
@@ -60,6 +75,7 @@ class KafkaSource:
             return
         try:
             self._consumer.store_offsets(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+            self.commits.stored(offsets)
         except KafkaException as exc:
             # A rebalance took these partitions while their batch was in flight: the new owner
             # resumes from the last commit and handles those records again (at-least-once).

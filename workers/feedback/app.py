@@ -11,6 +11,7 @@ from typing import Any
 import faust
 
 from workers.adapters.kafka import KafkaSink
+from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
 from workers.delivery import DeadLetters
@@ -87,6 +88,7 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
         Keyspace(settings.redis_prefix),
         fb.reputation_step,
         fb.applied_ttl_s,
+        Layout.of(settings),
     )
     # The project's librdkafka producer (idempotent, acks=all, same security settings)
     # for dead letters: faust's producer cannot be made idempotent outside transactions.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from schemas.profiles import ProfileUpdate
 from workers.adapters.kafka import KafkaSink, KafkaSource
+from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_profiles import RedisProfileStore
 from workers.clients import ProfileStore, Sink, Source
 from workers.commit import settle
@@ -76,7 +77,7 @@ class ProfileIngester:
 
 async def run_profiles(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is settled first."""
-    store = RedisProfileStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
+    store = RedisProfileStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     sink = KafkaSink(settings.producer_conf())
     try:
         source = KafkaSource(settings.consumer_conf(settings.profiles_group_id), [settings.profiles_topic])

@@ -1,0 +1,71 @@
+"""Where keys go on one Redis and on a Redis Cluster: every script call's keys in one hash slot."""
+
+from __future__ import annotations
+
+from redis.crc import key_slot
+
+from tests.unit.test_signals import T0, post
+from workers import signals
+from workers.adapters.redis_layout import Layout
+from workers.adapters.redis_store import apply_calls, signal_calls
+from workers.keyspace import Keyspace
+from workers.reputation import Change, Plan
+
+KS = Keyspace("t:")
+
+
+def signal_plans() -> list[signals.Plan]:
+    posts = [post(f"p{i}", f"u{i % 5}", at=T0 + 60 * i, urls=[f"https://d{i % 7}.example/x"]) for i in range(40)]
+    return [
+        signals.plan(p, b, KS, 600) for p, b in zip(posts, signals.band_hashes([p.text for p in posts]), strict=True)
+    ]
+
+
+def feedback_plan() -> Plan:
+    changes = tuple(
+        Change(
+            f"e{i}",
+            {(KS.user(f"u{i}"), "reports"): 1, (KS.domain(f"d{i % 3}.example"), "reports"): 1},
+            {f"d{i % 3}.example": 1},
+            frozenset({f"d{i % 3}.example"}),
+            frozenset(),
+        )
+        for i in range(20)
+    )
+    return Plan(changes, frozenset(d for c in changes for d in c.domains), frozenset())
+
+
+def test_one_node_keeps_the_keyspace_names_in_one_call() -> None:
+    plans = signal_plans()
+    (call,) = signal_calls(plans, Layout()).by_group.values()
+    names = {k for p in plans for k in (p.snapshot, *(c.key for c in p.counts), *(f.key for f in p.first_seen))}
+    assert names <= set(call.keys)
+    assert [i for i, _ in call.parts] == list(range(len(plans)))  # one part per post, in order
+    (apply,) = apply_calls(feedback_plan(), KS, Layout(), 60, 0.1).by_group.values()
+    assert KS.feedback_applied("e0") in apply.keys and apply.parts == list(range(20))
+
+
+def test_on_a_cluster_every_script_call_touches_one_slot_and_covers_every_value() -> None:
+    layout = Layout(shards=16)
+    plans = signal_plans()
+    calls = signal_calls(plans, layout).by_group
+    assert len(calls) > 4  # the shared hashes are spread over slots
+    covered: dict[int, list[int]] = {}
+    for slot, call in calls.items():
+        assert {key_slot(k.encode()) for k in call.keys} == {slot}
+        for i, positions in call.parts:
+            covered.setdefault(i, []).extend(positions)
+    assert {i: sorted(p) for i, p in covered.items()} == {i: list(range(len(p.features))) for i, p in enumerate(plans)}
+    applies = apply_calls(feedback_plan(), KS, layout, 60, 0.1).by_group
+    for slot, call in applies.items():
+        assert {key_slot(k.encode()) for k in call.keys} == {slot}
+    assert {e for call in applies.values() for e in call.parts} == set(range(20))
+
+
+def test_a_signal_and_its_previous_bucket_share_a_shard() -> None:
+    layout = Layout(shards=64)
+    (a, group), (b, _) = layout.spread("t:sig:lf:172800:10", "abc"), layout.spread("t:sig:lf:172800:9", "abc")
+    assert key_slot(a.encode()) == key_slot(b.encode()) == group
+    assert layout.spread("t:sig:lf:172800:10", "abc") == (a, group) and a != "t:sig:lf:172800:10"
+    assert Layout().spread("t:sig:lf:172800:10", "abc") == ("t:sig:lf:172800:10", 0)
+    assert key_slot(layout.beside("t:sig:snap", 1234).encode()) == 1234
