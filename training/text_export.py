@@ -91,12 +91,15 @@ def quantize_int8(src: Path, dst: Path, encoder: TextEncoder, calibration: Seque
             str(prepared),
             str(dst),
             _Calibration(encoder, calibration),
-            quant_format=QuantFormat.QDQ,
+            # QOperator (QLinearMatMul) and weights-only MatMuls, as dynamic quantization did: the
+            # QDQ form and quantized attention products cost 0.006 test F1 and ~20% more CPU.
+            quant_format=QuantFormat.QOperator,
             op_types_to_quantize=["MatMul", "Gemm"],
             per_channel=True,
             weight_type=QuantType.QInt8,
             activation_type=QuantType.QUInt8,
             calibrate_method=CalibrationMethod.Percentile,
+            extra_options={"MatMulConstBOnly": True},
         )
     finally:
         prepared.unlink(missing_ok=True)
