@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 
-from workers.adapters.kafka import KafkaSink, KafkaSource
+from workers.adapters.kafka import KafkaSink, KafkaSource, KafkaTransactions
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
@@ -45,7 +45,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     decision, encoder = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s)
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
-    sink = KafkaSink(settings.producer_conf())
+    sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     try:
         for what, check in (
             (f"kafka at {settings.kafka_bootstrap}", lambda: asyncio.to_thread(sink.check, KAFKA_PROBE_S)),
@@ -63,8 +63,13 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             settings.triton_pad_multiple,
         )
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
-        source = KafkaSource(settings.consumer_conf(), [settings.input_topic])
-        worker = ModerationWorker(settings, source, sink, store, scorer, decision, bans)
+        source = KafkaSource(settings.consumer_conf(transactional=settings.exactly_once), [settings.input_topic])
+        transactions = (
+            KafkaTransactions(sink.producer, source.consumer, settings.publish_timeout_s)
+            if settings.exactly_once
+            else None
+        )
+        worker = ModerationWorker(settings, source, sink, store, scorer, decision, bans, transactions)
         log.info("moderation worker up: text model %s, decision model %s", model.version, decision.version)
         # Models, tokenizer, suffix list and schemas live as long as the process: take them out of
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.

@@ -9,67 +9,19 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
-from tests.unit.fakes import event, tiny_decision_model
+from tests.unit.fakes import event
 from workers.config import Settings
-from workers.features import FEATURE_VERSION, FEATURES
-from workers.keyspace import Keyspace
+from workers.features import FEATURES
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def model_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
-    bundle = tmp_path_factory.mktemp("bundle")
-    (bundle / "text").symlink_to(tiny_model_dir)
-    decision = bundle / "decision"
-    decision.mkdir()
-    tiny_decision_model().booster.save_model(str(decision / "model.txt"))
-    card = {
-        "features": list(FEATURES),
-        "feature_version": FEATURE_VERSION,
-        "version": "tiny",
-        "thresholds": {"block": 0.8, "allow": 0.2},
-    }
-    (decision / "card.json").write_text(json.dumps(card))
-    return bundle
-
-
-@pytest.fixture
-def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
-    run = uuid.uuid4().hex[:8]
-    s = Settings(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        redis_url=stack.redis_url,  # type: ignore[arg-type]
-        triton_url=stack.triton_grpc,
-        model_dir=model_bundle,
-        redis_prefix=f"it:{run}:",
-        group_id=f"it-{run}",
-        input_topic=f"posts-{run}",
-        output_topic=f"verdicts-{run}",
-        dlq_topic=f"dlq-{run}",
-        metrics_port=0,
-        batch_max_wait_s=0.02,
-    )
-    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
-    ks = Keyspace(s.redis_prefix)
-    r = redis.Redis.from_url(stack.redis_url)
-    r.sadd(ks.banned_domains, "evil.example")
-    r.sadd(ks.banned_ips, "203.0.113.0/24")
-    r.hset(ks.user("u1"), mapping={"created_at": "1700000000", "posts": "10", "spam_posts": "0"})
-    yield s
-    for key in r.scan_iter(match=f"{s.redis_prefix}*"):
-        r.delete(key)
 
 
 def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Record:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from workers.clients import DeliveryError, Headers
 from workers.records import InMsg
@@ -67,8 +67,12 @@ class KafkaSource:
                 raise
             log.warning("partitions revoked mid-batch, their records will be redelivered: %s", sorted(offsets))
 
+    @property
+    def consumer(self) -> Consumer:
+        return self._consumer
+
     def close(self) -> None:
-        _commit_quietly(self._consumer)
+        _commit_quietly(self._consumer)  # exactly-once stores nothing: there is nothing to commit
         self._consumer.close()
 
 
@@ -95,6 +99,10 @@ class KafkaSink:
                 self._reports[token] = _error(exc.args[0])
                 return
 
+    @property
+    def producer(self) -> Producer:
+        return self._producer
+
     def check(self, timeout_s: float) -> None:
         """Raises unless a broker answers a metadata request within ``timeout_s``."""
         self._producer.list_topics(timeout=timeout_s)
@@ -103,3 +111,34 @@ class KafkaSink:
         self._producer.flush(timeout_s)
         reports, self._reports = self._reports, {}
         return reports
+
+
+class KafkaTransactions:
+    """The sink's producer in transactions that also commit the source consumer's offsets."""
+
+    def __init__(self, producer: Producer, consumer: Consumer, timeout_s: float) -> None:
+        self._producer, self._consumer, self._timeout_s = producer, consumer, timeout_s
+        # Fences a predecessor with the same transactional id and aborts what it left open.
+        producer.init_transactions(timeout_s)
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if offsets:
+            self._producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                self._consumer.consumer_group_metadata(),
+                self._timeout_s,
+            )
+        self._producer.commit_transaction(self._timeout_s)
+
+    def abort(self) -> None:
+        self._producer.abort_transaction(self._timeout_s)
+
+    def rewind(self) -> None:
+        assigned = self._consumer.assignment()
+        for tp in self._consumer.committed(assigned, timeout=self._timeout_s) if assigned else []:
+            # Nothing committed yet: back to the start, as auto.offset.reset=earliest would.
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
