@@ -19,7 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from modstream.bench import worker_process
 from modstream.replay import Collector, Outcomes, Record, produce_all
-from modstream.stack import create_topics
+from modstream.stack import LocalStack, create_topics
 from workers.config import Settings
 
 # How long a fault may keep every output away before the scenario gives up waiting.
@@ -127,3 +127,27 @@ def hides_aborted_records(bootstrap: str, topic: str, timeout_s: float = 10.0) -
     finally:
         consumer.close()
     return b"aborted" not in seen
+
+
+def restart_broker(
+    name: str, stack: LocalStack, s: Settings, records: Sequence[Record], log: Path, settle_s: float = 3.0
+) -> Result:
+    """Replay half of ``records``; once they come out, kill -9 the broker and start it again on
+    its storage (durable: S3), then replay the rest."""
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
+    # The reader waits longer per fetch than the worker: it must not stall on the broker itself.
+    collector = Collector(s, f"chaos-{s.group_id}", fetch_wait_s=0.5)
+    half = len(records) // 2
+    try:
+        with worker_process(s, log):
+            # Paced, as a live stream writes: many small produce requests, each an object to read back.
+            produce_all(s, records[:half], rate=200)
+            until(partial(started, collector.outcomes, records[:half]), "the first half to come out")
+            stopped = stack.restart("kafka")
+            produce_all(s, records[half:], rate=200)
+            recovery = next_output_s(collector, stopped)
+            collector.wait_for([r.key for r in records], RECOVERY_DEADLINE_S)
+            time.sleep(settle_s)
+    finally:
+        collector.close()
+    return tally(name, records, collector, [recovery], 0)

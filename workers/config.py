@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
     fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
+    # A broker that reads its log from storage may answer nothing within that wait, over and over
+    # (Tansu on S3 behind a backlog): after fetches came back empty for fetch_stall_s with records
+    # waiting, the wait grows, up to fetch_wait_backoff_max_s, until the consumer catches up.
+    fetch_wait_backoff_max_s: Annotated[float, Field(ge=0.001, le=30)] = 2.0
+    fetch_stall_s: Annotated[float, Field(gt=0)] = 1.0
 
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
     # max_wait for the first record. Batches grow with load instead of waiting to fill.

@@ -11,6 +11,7 @@ from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings
+from workers.fetchwait import FetchWait
 from workers.isolation import describe
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
@@ -63,11 +64,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             settings.triton_pad_multiple,
         )
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
-        source = KafkaSource(settings.consumer_conf(transactional=settings.exactly_once), [settings.input_topic])
+        fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall_s)
+        conf = settings.consumer_conf(transactional=settings.exactly_once)
+        source = KafkaSource(conf, [settings.input_topic], fetch_wait)
         transactions = (
-            KafkaTransactions(sink.producer, source.consumer, settings.publish_timeout_s)
-            if settings.exactly_once
-            else None
+            KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
         )
         worker = ModerationWorker(settings, source, sink, store, scorer, decision, bans, transactions)
         log.info("moderation worker up: text model %s, decision model %s", model.version, decision.version)
