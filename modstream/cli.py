@@ -62,8 +62,10 @@ def _misconfigured(message: str) -> NoReturn:
 @app.command()
 def worker(log_level: str = "INFO") -> None:
     """Run the moderation worker (configured by MODSTREAM_* variables) until SIGTERM."""
-    from workers.main import main
-    from workers.startup import Misconfigured
+    from workers.startup import Misconfigured, without
+
+    with without():  # a restarted worker is back in seconds sooner (workers/startup.py)
+        from workers.main import main
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -56,25 +56,6 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-class Transactions(Protocol):
-    """The output producer's transactions, tied to the input consumer's group (exactly-once)."""
-
-    def begin(self) -> None: ...
-
-    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
-        """Add the consumer's ``(topic, partition) -> next offset`` and commit, atomically with the
-        records produced since :meth:`begin`; raises when the transaction could not commit."""
-        ...
-
-    def abort(self) -> None:
-        """Drop what was produced since :meth:`begin`; no reader in read_committed sees it."""
-        ...
-
-    def rewind(self) -> None:
-        """Move the consumer back to its committed offsets on every assigned partition."""
-        ...
-
-
 Headers = Sequence[tuple[str, str | bytes | None]]
 
 # librdkafka errors that blame the record rather than the broker: sending it again cannot help.

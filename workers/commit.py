@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from workers.clients import Source, Transactions
+from workers import isolation
+from workers.clients import Source
 from workers.delivery import DeliveryFailed
-from workers.isolation import BatchError
 from workers.records import InMsg
 
 TopicPartition = tuple[str, int]
@@ -44,6 +44,26 @@ def settle(msgs: Sequence[InMsg], undelivered: Collection[int]) -> Settlement:
     return Settlement(store, [msgs[i] for i in sorted(undelivered)])
 
 
+class Transactions(Protocol):
+    """The output producer's transactions, tied to the input consumer's group (exactly-once).
+    (Here rather than in workers/clients.py, which the decision model's training imports.)"""
+
+    def begin(self) -> None: ...
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Add the consumer's ``(topic, partition) -> next offset`` and commit, atomically with the
+        records produced since :meth:`begin`; raises when the transaction could not commit."""
+        ...
+
+    def abort(self) -> None:
+        """Drop what was produced since :meth:`begin`; no reader in read_committed sees it."""
+        ...
+
+    def rewind(self) -> None:
+        """Move the consumer back to its committed offsets on every assigned partition."""
+        ...
+
+
 class BatchCommit(Protocol):
     """How one batch's outputs and offsets become final; batches settle in poll order."""
 
@@ -61,7 +81,7 @@ class BatchCommit(Protocol):
         ...
 
 
-class Rewound(BatchError):
+class Rewound(Exception):
     """The batch's transaction was aborted: it and the batches polled since are dropped, and the
     consumer is rewound to the committed offsets to poll them again."""
 
@@ -104,7 +124,7 @@ class ExactlyOnce:
         if self.after is not None:
             try:
                 await self.after
-            except BatchError:
+            except Rewound:
                 raise
             except Exception as exc:  # the batch before failed: its successors cannot commit past it
                 raise Rewound(f"the batch before failed: {exc}") from exc
@@ -132,3 +152,9 @@ class ExactlyOnce:
 def batch_commit(source: Source, transactions: Transactions | None, after: Awaitable[None] | None) -> BatchCommit:
     """The commit policy of a batch polled after ``after``: exactly-once when the worker has transactions."""
     return AtLeastOnce(source, after) if transactions is None else ExactlyOnce(transactions, after)
+
+
+def is_record_error(exc: BaseException) -> bool:
+    """Whether ``exc`` may be one record's fault (workers/isolation.py), so its batch is retried
+    record by record; a rolled-back transaction never is."""
+    return isolation.is_record_error(exc) and not isinstance(exc, Rewound)

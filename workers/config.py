@@ -54,10 +54,17 @@ class Settings(BaseSettings):
     # dead letters and input offsets commit in one Kafka transaction, so a read_committed
     # reader sees every output once, at the cost of a commit round trip per batch.
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
-    # This replica's stable name: its transactional id (zombie fencing across restarts) is
-    # derived from it. It must stay the same across restarts and differ between replicas.
+    # This replica's stable name: its transactional id (zombie fencing across restarts) and its
+    # static group membership derive from it. The same across restarts, distinct between replicas.
     instance_id: Annotated[str, Field(min_length=1)] = Field(default_factory=socket.gethostname)
+    # A killed worker's partitions wait for its session to expire: this bounds recovery. Apache
+    # Kafka accepts 6 s and up by default (group.min.session.timeout.ms); Tansu any, and there
+    # a join itself waits about one session, so the embedded stack runs with 1 s.
     session_timeout_s: Annotated[float, Field(ge=0.001)] = 6.0
+    # Static membership (group.instance.id = instance_id): on Apache Kafka a restarted replica
+    # takes its partitions back at once, without a rebalance. Tansu 0.6 makes every static
+    # join wait a whole session, so it is off by default.
+    static_membership: bool = False
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
     fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
@@ -139,6 +146,9 @@ class Settings(BaseSettings):
             "group.id": group_id or self.group_id,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": _ms(self.session_timeout_s),
+            # librdkafka's default (3 s) must stay under the session: a third of it, as Kafka advises.
+            "heartbeat.interval.ms": max(1, _ms(self.session_timeout_s / 3)),
+            **({"group.instance.id": f"{self.instance_id}"} if self.static_membership and group_id is None else {}),
             "fetch.wait.max.ms": _ms(self.fetch_wait_max_s),
             # Outputs of an open or aborted transaction are never read (librdkafka's default, stated).
             "isolation.level": "read_committed",

@@ -14,13 +14,8 @@ from workers.records import Failure, InMsg
 T = TypeVar("T")
 R = TypeVar("R")
 
-
-class BatchError(Exception):
-    """Fails a whole batch for a reason outside its records: retrying them alone cannot help."""
-
-
 # Cancellation and interpreter exit are the process's business, never one record's.
-_NOT_RECORD_ERRORS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit, BatchError)
+_NOT_RECORD_ERRORS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 class EmptyRecord(ValueError):

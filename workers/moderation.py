@@ -8,12 +8,12 @@ from collections import deque
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
-from workers.clients import HashStore, Sink, Source, Transactions
-from workers.commit import BatchCommit, Rewound, Settlement, batch_commit, settle
+from workers.clients import HashStore, Sink, Source
+from workers.commit import BatchCommit, Rewound, Settlement, Transactions, batch_commit, is_record_error, settle
 from workers.config import Settings
 from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
-from workers.isolation import describe, failure, is_record_error
+from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
 from workers.records import Failure, InMsg, Outcome, Post

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.integration
 def test_exactly_once_gives_a_read_committed_reader_every_verdict_once_through_kill_9(
     settings: Settings, tmp_path: Path
 ) -> None:
-    eos = settings.model_copy(update={"processing_guarantee": "exactly_once", "instance_id": "chaos-0"})
+    eos = settings.model_copy(
+        update={"processing_guarantee": "exactly_once", "instance_id": "chaos-0", "session_timeout_s": 1.0}
+    )
     records = [post(f"e{i}", f"post {i} about the weather" + " buy now" * (i % 3)) for i in range(240)]
     result = kill_workers("kill -9 x3, exactly-once", eos, records, kills=3, log=tmp_path / "worker.log")
     assert result.lost == 0 and result.disagreeing == 0, result
