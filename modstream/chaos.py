@@ -9,18 +9,26 @@ and how many times the worker was killed.
 from __future__ import annotations
 
 import contextlib
+import json
+import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from rich.console import Console
 
 from modstream.bench import worker_process
 from modstream.replay import Collector, Outcomes, Record, produce_all
-from modstream.stack import LocalStack, create_topics
+from modstream.stack import Endpoints, LocalStack, S3Standin, create_topics
+from modstream.triton_repo import build_repo
 from workers.config import Settings
+from workers.keyspace import Keyspace
 
 # How long a fault may keep every output away before the scenario gives up waiting.
 RECOVERY_DEADLINE_S = 120.0
@@ -129,25 +137,183 @@ def hides_aborted_records(bootstrap: str, topic: str, timeout_s: float = 10.0) -
     return b"aborted" not in seen
 
 
-def restart_broker(
-    name: str, stack: LocalStack, s: Settings, records: Sequence[Record], log: Path, settle_s: float = 3.0
+def fault_during_replay(
+    name: str, s: Settings, records: Sequence[Record], log: Path, fault: Callable[[], float], settle_s: float = 3.0
 ) -> Result:
-    """Replay half of ``records``; once they come out, kill -9 the broker and start it again on
-    its storage (durable: S3), then replay the rest."""
+    """Replay half of ``records``; once they come out, inject ``fault`` (it returns when it struck,
+    epoch seconds, once it is over) while the rest is replayed. A worker that exits counts as a
+    crash; recovery is from the fault to the first output after it."""
     create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
     # The reader waits longer per fetch than the worker: it must not stall on the broker itself.
     collector = Collector(s, f"chaos-{s.group_id}", fetch_wait_s=0.5)
     half = len(records) // 2
     try:
-        with worker_process(s, log):
-            # Paced, as a live stream writes: many small produce requests, each an object to read back.
+        with worker_process(s, log) as proc:
+            # Paced, as a live stream writes: many small produce requests (on S3, objects to read back).
             produce_all(s, records[:half], rate=200)
             until(partial(started, collector.outcomes, records[:half]), "the first half to come out")
-            stopped = stack.restart("kafka")
-            produce_all(s, records[half:], rate=200)
-            recovery = next_output_s(collector, stopped)
+            with ThreadPoolExecutor(1) as pool:  # the rest arrives while the fault lasts
+                fault_over = pool.submit(fault)
+                produce_all(s, records[half:], rate=200)
+                struck = fault_over.result()
+            recovery = next_output_s(collector, struck)
             collector.wait_for([r.key for r in records], RECOVERY_DEADLINE_S)
             time.sleep(settle_s)
+            crashed = proc.poll() is not None
     finally:
         collector.close()
-    return tally(name, records, collector, [recovery], 0)
+    return tally(name, records, collector, [recovery], int(crashed))
+
+
+def restart(stack: LocalStack, service: str, pause_s: float = 0.0) -> Callable[[], float]:
+    """A fault: kill -9 ``service`` of ``stack``, and start it again after ``pause_s``."""
+    return partial(stack.restart, service, pause_s=pause_s)
+
+
+POISON_DOMAIN = "evil.example"
+
+
+def poison_records(template: Record, prefix: str) -> list[Record]:
+    """Records that once crash-looped the worker, made from a valid post's JSON: one of about
+    1 MB (its dead letter outgrew the producer's limit), one whose link is a very long host
+    under a banned domain (its ban reason outgrew ``Reason.detail``), and one that is not JSON."""
+    event = json.loads(template.value)
+    host = ".".join(["x" * 60] * 30) + f".{POISON_DOMAIN}"
+    huge = {**event, "post_id": f"{prefix}huge", "text": "spam " * 199_000}
+    long = {**event, "post_id": f"{prefix}long", "urls": [f"https://{host}/"]}
+    return [
+        *(Record(e["post_id"], json.dumps(e).encode(), None) for e in (huge, long)),
+        Record(f"{prefix}json", b"{not json", None),
+    ]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What every scenario shares: the stack, the worker's settings, the posts to replay."""
+
+    stack: LocalStack
+    endpoints: Endpoints
+    model_dir: Path
+    work: Path
+    posts: Callable[[str], list[Record]]  # fresh posts whose keys start with the given prefix
+    kills: int = 3
+    outage_s: float = 10.0
+    redis_prefix: str | None = None  # where the posts' platform world is seeded; else one per scenario
+
+    def settings(self, name: str, **overrides: object) -> Settings:
+        run = f"{name}-{uuid.uuid4().hex[:6]}"
+        base = {
+            "kafka_bootstrap": self.endpoints.kafka_bootstrap,
+            "redis_url": self.endpoints.redis_url,
+            "triton_url": self.endpoints.triton_grpc,
+            "model_dir": self.model_dir,
+            "redis_prefix": self.redis_prefix or f"modstream-chaos:{run}:",
+            "group_id": f"chaos-{run}",
+            "input_topic": f"posts-{run}",
+            "output_topic": f"verdicts-{run}",
+            "dlq_topic": f"dlq-{run}",
+            "metrics_port": 0,
+            "batch_max_wait_s": 0.02,
+            # Tansu: a join waits about one session, and so does a killed worker's successor.
+            "session_timeout_s": 1.0,
+        }
+        return Settings(**{**base, **overrides})  # type: ignore[arg-type]
+
+    def log(self, name: str) -> Path:
+        return self.work / f"worker-{name}.log"
+
+    def kill(self, guarantee: str) -> Result:
+        name = f"kill -9 x{self.kills}, {guarantee.replace('_', '-')}"
+        s = self.settings(f"kill-{guarantee}", processing_guarantee=guarantee, instance_id=f"chaos-{guarantee}")
+        return kill_workers(name, s, self.posts(f"k{guarantee[0]}-"), self.kills, self.log(guarantee))
+
+    def outage(self, service: str, pause_s: float) -> Result:
+        what = {"redis": f"Redis down {pause_s:.0f} s", "triton": f"tritonserver killed, back after {pause_s:.0f} s"}
+        s = self.settings(service)
+        return fault_during_replay(
+            what[service], s, self.posts(f"{service}-"), self.log(service), restart(self.stack, service, pause_s)
+        )
+
+    def poisoned(self) -> Result:
+        s = self.settings("poison")
+        # The long host of a poison record sits under this domain: banned, it once crash-looped the worker.
+        redis.Redis.from_url(self.endpoints.redis_url).sadd(Keyspace(s.redis_prefix).banned_domains, POISON_DOMAIN)
+        posts = self.posts("poison-")
+        records = [*posts, *poison_records(posts[0], "poison-")]
+        return fault_during_replay("poison records", s, records, self.log("poison"), time.time)
+
+
+def run_suite(suite: Suite, s3: Suite | None = None, progress: Callable[[str], object] = print) -> list[Result]:
+    """Every scenario on ``suite``'s stack; the broker restart on ``s3``'s (Tansu on S3 storage)."""
+    scenarios: list[Callable[[], Result]] = [
+        partial(suite.kill, "at_least_once"),
+        partial(suite.kill, "exactly_once"),
+        # Never an outage of a Redis this stack does not own.
+        *([partial(suite.outage, "redis", suite.outage_s)] if suite.endpoints.redis_started else []),
+        partial(suite.outage, "triton", 2.0),
+        suite.poisoned,
+    ]
+    if s3 is not None:
+        fault = restart(s3.stack, "kafka")
+        name = "broker (Tansu on S3) killed and restarted"
+        scenarios.append(
+            partial(fault_during_replay, name, s3.settings("broker"), s3.posts("s3-"), s3.log("broker"), fault)
+        )
+    results = []
+    for scenario in scenarios:
+        results.append(scenario())
+        progress(f"{results[-1]}")
+    return results
+
+
+COLUMNS = ("scenario", "posts", "lost", "duplicates", "disagreeing", "degraded", "recovery_s", "crashes")
+
+
+def table(results: Sequence[Result]) -> str:
+    """A Markdown table, one row per scenario."""
+    head = ["| " + " | ".join(c.replace("_", " ") for c in COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    rows = ["| " + " | ".join("–" if (v := getattr(r, c)) is None else str(v) for c in COLUMNS) + " |" for r in results]
+    return "\n".join(head + rows)
+
+
+TABLE_START, TABLE_END = "<!-- chaos table -->", "<!-- /chaos table -->"
+
+
+def write_table(doc: Path, results: Sequence[Result], command: str) -> None:
+    """Replace the table between the markers in ``doc``."""
+    text = doc.read_text()
+    before, rest = text.split(TABLE_START, 1)
+    after = rest.split(TABLE_END, 1)[1]
+    doc.write_text(f"{before}{TABLE_START}\n`{command}`:\n\n{table(results)}\n{TABLE_END}{after}")
+
+
+def run_chaos(posts: int, kills: int, outage_s: float, console: Console, seed: int = 2026) -> list[Result]:
+    """Every scenario at full size on the embedded stack with the trained models."""
+    from modstream.artifacts import ensure_models
+    from modstream.bench import relabel
+    from modstream.demo import build_records
+
+    models = ensure_models(console)
+    with tempfile.TemporaryDirectory(prefix="modstream-chaos-") as tmp:
+        work = Path(tmp)
+        repo = build_repo("cpu-embedded", models.text, work / "triton_repo")
+        # A private Redis (never the user's: it is taken down), and a broker on S3 storage beside.
+        memory = LocalStack(work / "stack", repo, redis_url=None, console=console)
+        with memory as ep, S3Standin(work / "s3") as s3:
+            durable = LocalStack(
+                work / "s3stack",
+                repo,
+                ep.redis_url,
+                kafka_storage="s3://tansu/",
+                kafka_env=s3.kafka_env,
+                console=console,
+            )
+            with durable as s3_ep:
+                prefix = "modstream-chaos:"
+                _, replay = build_records(posts, seed, Keyspace(prefix), ep.redis_url)
+                valid = [r for r in replay if r.label is not None]
+                main, s3_suite = (
+                    Suite(stack, endpoints, models.bundle, work, partial(relabel, valid), kills, outage_s, prefix)
+                    for stack, endpoints in ((memory, ep), (durable, s3_ep))
+                )
+                return run_suite(main, s3_suite, progress=console.log)

@@ -156,6 +156,25 @@ def bench(
     console.print(f"details and plots in {out}")
 
 
+@app.command()
+def chaos(
+    posts: Annotated[int, typer.Option(min=100, help="Posts per scenario")] = 2000,
+    kills: Annotated[int, typer.Option(min=1, help="kill -9s of the worker per kill scenario")] = 12,
+    outage_s: Annotated[float, typer.Option(help="How long Redis stays down")] = 10.0,
+    doc: Annotated[Path, typer.Option(help="The Markdown file whose results table is rewritten")] = Path(
+        "docs/RELIABILITY.md"
+    ),
+) -> None:
+    """Inject faults during replays and count lost, duplicate and degraded verdicts per scenario."""
+    from modstream.chaos import run_chaos, table, write_table
+
+    results = run_chaos(posts, kills, outage_s, console)
+    print(table(results))
+    write_table(doc, results, f"modstream chaos --posts {posts} --kills {kills} --outage-s {outage_s:g}")
+    if any(r.lost or r.disagreeing for r in results):
+        raise typer.Exit(1)
+
+
 @app.command("train-text")
 def train_text(
     data: Annotated[Path | None, typer.Option(help="CSV, JSONL or Parquet with text and label columns")] = None,
