@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
@@ -23,12 +26,14 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 
-from modstream.bench import worker_process
+from modstream.bench import worker_env, worker_process
 from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, S3Standin, create_topics
 from modstream.triton_repo import build_repo
+from schemas import FeedbackEvent
 from workers.config import Settings
 from workers.keyspace import Keyspace
+from workers.reputation import plan
 
 # How long a fault may keep every output away before the scenario gives up waiting.
 RECOVERY_DEADLINE_S = 120.0
@@ -110,6 +115,74 @@ def kill_workers(
     return tally(name, records, collector, recoveries, kills)
 
 
+def kill_feedback(
+    name: str,
+    env: dict[str, str],
+    events: Sequence[bytes],
+    truth: Mapping[tuple[str, str], int],
+    kills: int,
+    log: Path,
+    settle_s: float = 3.0,
+) -> Result:
+    """Replay feedback ``events`` in ``kills + 1`` slices through a feedback worker run with
+    ``env``, kill -9 it once each of the first slices starts being counted, and compare the
+    Redis counters with ``truth`` ((key, field) -> count): ``lost`` counts increments missing,
+    ``duplicates`` increments counted twice, ``disagreeing`` counters that are off."""
+    client = redis.Redis.from_url(env["MODSTREAM_REDIS_URL"], decode_responses=True, socket_timeout=5)
+    producer = Producer({"bootstrap.servers": env["MODSTREAM_KAFKA_BOOTSTRAP"]})
+    topic, total = env["MODSTREAM_FEEDBACK_TOPIC"], sum(truth.values())
+
+    def counts() -> dict[tuple[str, str], int]:
+        return {(key, f): int(client.hget(key, f) or 0) for key, f in truth}
+
+    def counted() -> int:
+        return sum(counts().values())
+
+    def produce(part: Sequence[bytes]) -> None:
+        for value in part:
+            producer.produce(topic, value)
+        if producer.flush(30):
+            raise RuntimeError("could not deliver the feedback events")
+
+    def start() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            cmd = [sys.executable, "-m", "modstream.cli", "feedback", "--log-level", "WARNING"]
+            return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    slices = [events[i :: kills + 1] for i in range(kills + 1)]
+    recoveries = []
+    proc = start()
+    try:
+        produce(slices[0])
+        for i in range(kills):
+            before = counted()
+            until(lambda before=before: counted() > before, f"feedback slice {i} to be counted")  # type: ignore[misc]
+            killed_at = time.time()
+            proc.kill()
+            proc.wait()
+            proc = start()
+            after_kill = counted()
+            produce(slices[i + 1])
+            until(lambda after_kill=after_kill: counted() > after_kill, "the restarted feedback worker")  # type: ignore[misc]
+            recoveries.append(time.time() - killed_at)
+        until(lambda: counted() >= total, "every feedback event to be counted")
+        time.sleep(settle_s)  # any redelivery still in flight would land now
+        got = counts()
+    finally:
+        proc.kill()
+        proc.wait()
+    return Result(
+        scenario=name,
+        posts=len(events),
+        lost=sum(max(0, n - got[k]) for k, n in truth.items()),
+        duplicates=sum(max(0, got[k] - n) for k, n in truth.items()),
+        disagreeing=sum(got[k] != n for k, n in truth.items()),
+        degraded=0,
+        recovery_s=round(max(recoveries), 2),
+        crashes=kills,
+    )
+
+
 def hides_aborted_records(bootstrap: str, topic: str, timeout_s: float = 10.0) -> bool:
     """Whether the broker keeps an aborted transaction's records from read_committed readers
     (Apache Kafka does; Tansu 0.6 sends no aborted-transactions index, so its readers see them)."""
@@ -173,6 +246,25 @@ def restart(stack: LocalStack, service: str, pause_s: float = 0.0) -> Callable[[
 POISON_DOMAIN = "evil.example"
 
 
+def spam_label(i: int, domains: int = 3) -> bytes:
+    """Feedback event number ``i``: a spam report or moderator label on one of ``domains`` domains
+    and one of 7 IPs, so counters are shared and bans cross their thresholds."""
+    event = FeedbackEvent.model_validate(
+        {
+            "kind": "moderator_label" if i % 3 else "user_report",
+            "post_id": f"p{i}",
+            "user_id": f"u{i % 11}",
+            "actor_id": f"mod{i % 5}",
+            "label": "spam",
+            "urls": [f"https://s{i % 4}.d{i % domains}.chaos.example/x"],
+            "ip": f"198.51.100.{i % 7}",
+            "created_at": datetime.now(UTC),
+        },
+        strict=False,
+    )
+    return event.model_dump_json().encode()
+
+
 def poison_records(template: Record, prefix: str) -> list[Record]:
     """Records that once crash-looped the worker, made from a valid post's JSON: one of about
     1 MB (its dead letter outgrew the producer's limit), one whose link is a very long host
@@ -234,6 +326,23 @@ class Suite:
             what[service], s, self.posts(f"{service}-"), self.log(service), restart(self.stack, service, pause_s)
         )
 
+    def feedback(self, events: int) -> Result:
+        """The feedback worker killed as the moderation worker is: its counters must stay exact."""
+        s = self.settings("feedback", feedback_topic=f"feedback-{uuid.uuid4().hex[:6]}")
+        create_topics(s.kafka_bootstrap, {s.feedback_topic: 1, f"{s.feedback_topic}.dlq": 1})
+        env = {
+            **worker_env(s),
+            "MODSTREAM_FEEDBACK_APP_ID": f"chaos-{s.feedback_topic}",
+            "MODSTREAM_FEEDBACK_SESSION_TIMEOUT_S": str(s.session_timeout_s),
+            "MODSTREAM_FEEDBACK_BATCH_MAX_SIZE": "5",
+        }
+        values = [spam_label(i) for i in range(events)]
+        truth = plan(
+            {str(i): FeedbackEvent.model_validate_json(v) for i, v in enumerate(values)}, Keyspace(s.redis_prefix)
+        )
+        name = f"feedback worker kill -9 x{self.kills}"
+        return kill_feedback(name, env, values, truth.increments, self.kills, self.log("feedback"))
+
     def poisoned(self) -> Result:
         s = self.settings("poison")
         # The long host of a poison record sits under this domain: banned, it once crash-looped the worker.
@@ -252,6 +361,7 @@ def run_suite(suite: Suite, s3: Suite | None = None, progress: Callable[[str], o
         *([partial(suite.outage, "redis", suite.outage_s)] if suite.endpoints.redis_started else []),
         partial(suite.outage, "triton", 2.0),
         suite.poisoned,
+        partial(suite.feedback, 3 * len(suite.posts("count-"))),
     ]
     if s3 is not None:
         fault = restart(s3.stack, "kafka")
