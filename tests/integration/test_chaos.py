@@ -45,7 +45,7 @@ def test_no_fault_loses_a_post_or_changes_a_decision(suites: list[Suite]) -> Non
     print("\n" + table(results))
     by_name = {r.scenario: r for r in results}
     assert all(r.lost == 0 and r.disagreeing == 0 for r in results), results
-    assert all(r.crashes == 0 for r in results if not r.scenario.startswith("kill")), results
+    assert all(r.crashes == 0 for r in results if "kill -9" not in r.scenario), results
     eos = by_name["kill -9 x2, exactly-once"]
     if eos.duplicates and not _hides_aborted(memory):
         pytest.xfail(f"the broker shows aborted transactions to read_committed readers: {eos}")
