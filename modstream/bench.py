@@ -11,7 +11,8 @@ Every phase uses the same texts on the same machine:
                 per post, a synchronous produce per verdict; also reported with the int8 model
 5. short-circuit posts with banned domains only
 6. latency      end-to-end p50/p99 at 50% of the measured pipeline maximum
-7. signals      what counting the stream-kept signals and logging the feature row cost per
+7. exactly-once the pipeline and latency phases with one Kafka transaction per batch
+8. signals      what counting the stream-kept signals and logging the feature row cost per
                 post (modstream/bench_signals.py)
 
 The text-score cache is off (every post is scored) except in the campaign lever.
@@ -78,6 +79,10 @@ class BenchDetails:
     short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
     latency_offered_posts_per_s: float = 0.0
     latency_cpu_s: CpuSeconds = field(default_factory=dict)
+    # Exactly-once: the pipeline and the latency phases again with one transaction per batch.
+    exactly_once_posts_per_s: float = 0.0
+    exactly_once_p50_ms: float = 0.0
+    exactly_once_p99_ms: float = 0.0
     lost_by_phase: dict[str, int] = field(default_factory=dict)
     signals: SignalCost | None = None
     ratios: dict[str, float] = field(default_factory=dict)
@@ -393,7 +398,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
     with stack as ep:
         records = build_posts(posts, 7, ep.redis_url)
         texts = [json.loads(r.value)["text"] for r in records]
-        with step("1/7 model only: layout and batch-size sweep"):
+        with step("1/8 model only: layout and batch-size sweep"):
             sweep = model_only(models, texts, max_len)
         layout, batch, ceiling = best(sweep)
         result.model_only_posts_per_s = round(ceiling, 1)
@@ -404,13 +409,13 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
                 fp32 = model_only(models, texts, max_len, "model.onnx")
             d.model_only_fp32_posts_per_s = round(best(fp32)[2], 1)
         defaults = Settings()
-        with step("2/7 triton only"):
+        with step("2/8 triton only"):
             for inflight in (1, defaults.triton_max_in_flight):
                 rate = triton_only(ep, models, texts, max_len, inflight, defaults.triton_sub_batch)
                 d.triton_in_flight[inflight] = round(rate, 1)
         result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
-        with step("3/7 full pipeline"):
+        with step("3/8 full pipeline"):
             pipe = kb.run(records)
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
@@ -418,19 +423,19 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             shadowed = kb.run(records, shadow_model_dir=models.bundle)
         d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
         d.pipeline_with_shadow_cpu_s = shadowed.cpu_s
-        with step("4/7 naive baseline (one post at a time)"):
+        with step("4/8 naive baseline (one post at a time)"):
             one_at_a_time = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)
         d.naive_int8_posts_per_s = round(naive_int8.rate, 1)
-        with step("5/7 short-circuit path"):
+        with step("5/8 short-circuit path"):
             banned = build_posts(posts * 5, 8, ep.redis_url, banned=True)
             sc = kb.run(banned, batch_max_size=1000)
         result.short_circuit_posts_per_s = round(sc.rate, 1)
         d.short_circuit_cpu_s = sc.cpu_s
         load = 0.5 * pipe.rate
-        with step(f"6/7 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
+        with step(f"6/8 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
             n_lat = int(load * latency_s)
             lat_records = [r for i in range(0, n_lat, len(records)) for r in relabel(records, f"lat{i}-")][:n_lat]
             lat = kb.run(lat_records, rate=load)
@@ -438,7 +443,13 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
         d.latency_offered_posts_per_s = round(load, 1)
         d.latency_cpu_s = lat.cpu_s
-        with step("7/7 cost of the stream-kept signals and the logged feature row"):
+        with step(f"7/8 exactly-once: throughput, then latency at {load:.0f} posts/s"):
+            eos = kb.run(relabel(records, "eos-"), processing_guarantee="exactly_once")
+            eos_lat = kb.run(relabel(lat_records, "eos-"), rate=load, processing_guarantee="exactly_once")
+        d.exactly_once_posts_per_s = round(eos.rate, 1)
+        d.exactly_once_p50_ms = round(float(np.percentile(eos_lat.latencies_ms, 50)), 1)
+        d.exactly_once_p99_ms = round(float(np.percentile(eos_lat.latencies_ms, 99)), 1)
+        with step("8/8 cost of the stream-kept signals and the logged feature row"):
             d.signals = signal_cost(ep.redis_url, records, Settings().batch_max_size, "modstream-bench-signals:")
         phases = {
             "pipeline": pipe,
@@ -447,6 +458,8 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             "naive_int8": naive_int8,
             "short_circuit": sc,
             "latency": lat,
+            "exactly_once": eos,
+            "exactly_once_latency": eos_lat,
         }
         result.lost = sum(p.lost for p in phases.values())
         d.lost_by_phase = {name: p.lost for name, p in phases.items()}

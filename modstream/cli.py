@@ -67,8 +67,10 @@ def _misconfigured(message: str) -> NoReturn:
 @app.command()
 def worker(log_level: str = "INFO") -> None:
     """Run the moderation worker (configured by MODSTREAM_* variables) until SIGTERM."""
-    from workers.main import main
-    from workers.startup import Misconfigured
+    from workers.startup import Misconfigured, without
+
+    with without():  # a restarted worker is back in seconds sooner (workers/startup.py)
+        from workers.main import main
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -247,6 +249,25 @@ def bench_redis(
     if out is not None:
         plot(results, out)
         (out / "bench-redis.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+@app.command()
+def chaos(
+    posts: Annotated[int, typer.Option(min=100, help="Posts per scenario")] = 2000,
+    kills: Annotated[int, typer.Option(min=1, help="kill -9s of the worker per kill scenario")] = 12,
+    outage_s: Annotated[float, typer.Option(help="How long Redis stays down")] = 10.0,
+    doc: Annotated[Path, typer.Option(help="The Markdown file whose results table is rewritten")] = Path(
+        "docs/RELIABILITY.md"
+    ),
+) -> None:
+    """Inject faults during replays and count lost, duplicate and degraded verdicts per scenario."""
+    from modstream.chaos import run_chaos, table, write_table
+
+    results = run_chaos(posts, kills, outage_s, console)
+    print(table(results))
+    write_table(doc, results, f"modstream chaos --posts {posts} --kills {kills} --outage-s {outage_s:g}")
+    if any(r.lost or r.disagreeing for r in results):
+        raise typer.Exit(1)
 
 
 @app.command("train-text")

@@ -24,15 +24,29 @@ class Record:
 class Outcomes:
     """Every verdict and dead letter seen, by input key, with arrival times."""
 
-    raw_verdicts: dict[str, bytes] = field(default_factory=dict)
+    raw_verdicts: dict[str, bytes] = field(default_factory=dict)  # the first verdict read for each key
+    repeats: dict[str, list[bytes]] = field(default_factory=dict)  # any later verdicts for the same key
     dead_letters: set[str] = field(default_factory=set)
     arrived: dict[str, float] = field(default_factory=dict)  # key -> epoch seconds, when read here
     published: dict[str, float] = field(default_factory=dict)  # key -> epoch seconds, the output's timestamp
+    stamps: list[float] = field(default_factory=list)  # every output's timestamp, repeats included
 
     @property
     def verdicts(self) -> dict[str, Verdict]:
         # Parsed on demand: the collector shares the CPU with what it measures.
         return {k: Verdict.model_validate_json(v) for k, v in self.raw_verdicts.items()}
+
+    @property
+    def duplicates(self) -> int:
+        return sum(len(v) for v in self.repeats.values())
+
+    @property
+    def disagreeing(self) -> int:
+        """Keys whose repeated verdicts decided differently from the first."""
+        first = {k: Verdict.model_validate_json(self.raw_verdicts[k]).decision for k in self.repeats}
+        return sum(
+            any(Verdict.model_validate_json(v).decision != first[k] for v in vs) for k, vs in self.repeats.items()
+        )
 
     def latencies_ms(self, sent: dict[str, float]) -> list[float]:
         return [(t - sent[k]) * 1000 for k, t in self.arrived.items() if k in sent]
@@ -111,11 +125,14 @@ class Collector:
                 key = (msg.key() or b"").decode()
                 if msg.topic() == self.settings.dlq_topic:
                     o.dead_letters.add(key)
+                elif key in o.raw_verdicts:
+                    o.repeats.setdefault(key, []).append(msg.value() or b"")
                 else:
                     o.raw_verdicts[key] = msg.value() or b""
                 o.arrived.setdefault(key, now)
                 ts_type, ts = msg.timestamp()
-                o.published.setdefault(key, ts / 1000 if ts_type != TIMESTAMP_NOT_AVAILABLE else now)
+                o.stamps.append(ts / 1000 if ts_type != TIMESTAMP_NOT_AVAILABLE else now)
+                o.published.setdefault(key, o.stamps[-1])
         self._consumer.close()
 
     def wait_for(self, keys: Sequence[str], timeout_s: float) -> bool:

@@ -203,13 +203,16 @@ class LocalStack:
         redis_url: str | None = None,
         *,
         kafka_storage: str = "memory://tansu/",
+        kafka_env: Mapping[str, str] | None = None,
         console: Console | None = None,
     ) -> None:
         # Absolute: the paths are persisted and handed to servers that run in state_dir.
         self.state_dir = state_dir.absolute()
         self.model_repo = model_repo.absolute()
         self.redis_url = redis_url or os.environ.get("MODSTREAM_REDIS_URL")
-        self.kafka_storage = kafka_storage  # postgres://... for a broker that survives restarts
+        # s3://bucket/ (with kafka_env naming the S3 endpoint, see S3Standin) for a broker that survives restarts
+        self.kafka_storage = kafka_storage
+        self.kafka_env = dict(kafka_env or {})
         self.console = console or Console(stderr=True)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}  # handles of servers started by this object
 
@@ -276,7 +279,7 @@ class LocalStack:
         )
         models = (MODEL_NAME,) if (self.model_repo / MODEL_NAME).is_dir() else ()
         commands = {
-            "kafka": (self._kafka_argv(kafka), None),
+            "kafka": (self._kafka_argv(kafka), {**os.environ, **self.kafka_env} if self.kafka_env else None),
             **({"redis": (self._redis_argv(redis_port), None)} if external_redis is None else {}),
             "triton": (self._triton_argv(grpc, http, metrics), self._triton_env()),
         }
@@ -308,6 +311,29 @@ class LocalStack:
             if proc is not None:
                 proc.wait()
         self._state_path.unlink(missing_ok=True)
+
+    def restart(self, name: str, sig: signal.Signals = signal.SIGKILL, pause_s: float = 0.0) -> float:
+        """Stop one server with ``sig``, start it again as it was (after ``pause_s``) and wait until
+        it is ready; returns when it was stopped (epoch seconds). For fault injection."""
+        loaded = self._load()
+        if loaded is None:
+            raise StackError("no stack is up")
+        endpoints, services, models = loaded
+        old = next(s for s in services if s.name == name)
+        stopped = time.time()
+        self._signal([old], sig)
+        while self._running(old):
+            time.sleep(0.02)
+        proc = self._procs.pop(old.pid, None)
+        if proc is not None:
+            proc.wait()
+        time.sleep(pause_s)
+        env = {"kafka": {**os.environ, **self.kafka_env} if self.kafka_env else None, "triton": self._triton_env()}
+        new = self._spawn(name, list(old.argv), env.get(name))
+        services = [new if s is old else s for s in services]
+        self._save(endpoints, services, models)
+        self._wait_ready(endpoints, services, models, time.monotonic() + 120)
+        return stopped
 
     def status(self) -> StackStatus:
         """What runs and answers, from the state dir (works from any process)."""
@@ -440,3 +466,52 @@ class LocalStack:
                     raise StackError(f"not ready before the deadline: {', '.join(pending)}\n{tails}")
                 progress.update(f"waiting for {', '.join(pending)}")
                 time.sleep(0.1)
+
+
+class S3Standin:
+    """moto's S3 server (PyPI ``moto[server]``) on a free port with one bucket: durable storage
+    for Tansu (``s3://<bucket>/``) that outlives the broker. ``kafka_env`` points Tansu at it."""
+
+    def __init__(self, state_dir: Path, bucket: str = "tansu") -> None:
+        self.state_dir, self.bucket = state_dir, bucket
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def kafka_env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT": self.url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "modstream",
+            "AWS_SECRET_ACCESS_KEY": "modstream",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def __enter__(self) -> S3Standin:
+        server = shutil.which("moto_server", path=os.pathsep.join((str(paths.python_env_bin()), os.environ["PATH"])))
+        if server is None:
+            raise StackError("moto_server is not installed: pip install 'moto[server]'")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.state_dir / "s3.log").open("wb") as out:
+            self._proc = subprocess.Popen(
+                [server, "-H", HOST, "-p", str(self.port)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + 60
+        while not _port_open(f"{HOST}:{self.port}"):
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                raise StackError(f"moto_server did not start; see {self.state_dir / 's3.log'}")
+            time.sleep(0.1)
+        request = urllib.request.Request(f"{self.url}/{self.bucket}", method="PUT")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)
+            self._proc.wait(STOP_GRACE_S)

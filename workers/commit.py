@@ -1,16 +1,21 @@
 """The commit policy, in one place.
 
-At-least-once: an input offset becomes committable only when every record it
-caused (its verdict, or its dead letter) has a successful delivery report. Per
-partition we store the offset after the longest fully-delivered prefix of the
-batch; anything after a failed delivery is left for redelivery.
+An input offset becomes committable only when every record it caused (its verdict, or
+its dead letter) has a successful delivery report. Per partition that is the offset after
+the longest fully-delivered prefix of the batch; anything after a failed delivery is left
+for redelivery. At-least-once stores those offsets for librdkafka to commit; exactly-once
+commits them in the transaction that holds the batch's outputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from workers import isolation
+from workers.clients import Source
+from workers.delivery import DeliveryFailed
 from workers.records import InMsg
 
 TopicPartition = tuple[str, int]
@@ -37,3 +42,119 @@ def settle(msgs: Sequence[InMsg], undelivered: Collection[int]) -> Settlement:
         elif tp not in blocked:
             store[tp] = msg.offset + 1
     return Settlement(store, [msgs[i] for i in sorted(undelivered)])
+
+
+class Transactions(Protocol):
+    """The output producer's transactions, tied to the input consumer's group (exactly-once).
+    (Here rather than in workers/clients.py, which the decision model's training imports.)"""
+
+    def begin(self) -> None: ...
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Add the consumer's ``(topic, partition) -> next offset`` and commit, atomically with the
+        records produced since :meth:`begin`; raises when the transaction could not commit."""
+        ...
+
+    def abort(self) -> None:
+        """Drop what was produced since :meth:`begin`; no reader in read_committed sees it."""
+        ...
+
+    def rewind(self) -> None:
+        """Move the consumer back to its committed offsets on every assigned partition."""
+        ...
+
+
+class BatchCommit(Protocol):
+    """How one batch's outputs and offsets become final; batches settle in poll order."""
+
+    async def before_publish(self) -> None:
+        """Called before each publish of the batch's outputs (the batch may publish again,
+        record by record, after an error)."""
+        ...
+
+    def discard(self) -> None:
+        """What the batch published so far is to be published again, record by record."""
+        ...
+
+    async def settle(self, settlement: Settlement) -> None:
+        """Make the batch's delivered outputs and their offsets final, or raise."""
+        ...
+
+
+class Rewound(Exception):
+    """The batch's transaction was aborted: it and the batches polled since are dropped, and the
+    consumer is rewound to the committed offsets to poll them again."""
+
+
+@dataclass(slots=True)
+class AtLeastOnce:
+    """Offsets are stored once the batch before stored its own; librdkafka commits them. Outputs
+    go out as soon as they are ready, so a crash before the commit repeats them."""
+
+    source: Source
+    after: Awaitable[None] | None
+
+    async def before_publish(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+    async def settle(self, settlement: Settlement) -> None:
+        if self.after is not None:
+            await self.after
+        self.source.store_offsets(settlement.store)
+        if not settlement.complete:
+            raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
+
+
+@dataclass(slots=True)
+class ExactlyOnce:
+    """One transaction per batch holds its verdicts, dead letters and input offsets. Transactions
+    run one at a time in poll order: a batch publishes only after the batch before committed.
+    A failed commit aborts and raises :class:`Rewound`."""
+
+    transactions: Transactions
+    after: Awaitable[None] | None
+    open: bool = False
+
+    async def before_publish(self) -> None:
+        if self.open:
+            return
+        if self.after is not None:
+            try:
+                await self.after
+            except Rewound:
+                raise
+            except Exception as exc:  # the batch before failed: its successors cannot commit past it
+                raise Rewound(f"the batch before failed: {exc}") from exc
+        self.transactions.begin()
+        self.open = True
+
+    def discard(self) -> None:
+        if self.open:
+            self.transactions.abort()
+            self.open = False
+
+    async def settle(self, settlement: Settlement) -> None:
+        await self.before_publish()  # a batch that published nothing still commits its offsets
+        try:
+            if not settlement.complete:
+                raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
+            self.transactions.commit(settlement.store)
+        except Exception as exc:
+            self.transactions.abort()
+            raise Rewound(f"transaction aborted: {exc}") from exc
+        finally:
+            self.open = False
+
+
+def batch_commit(source: Source, transactions: Transactions | None, after: Awaitable[None] | None) -> BatchCommit:
+    """The commit policy of a batch polled after ``after``: exactly-once when the worker has transactions."""
+    return AtLeastOnce(source, after) if transactions is None else ExactlyOnce(transactions, after)
+
+
+def is_record_error(exc: BaseException) -> bool:
+    """Whether ``exc`` may be one record's fault (workers/isolation.py), so its batch is retried
+    record by record; a rolled-back transaction never is."""
+    return isolation.is_record_error(exc) and not isinstance(exc, Rewound)

@@ -12,8 +12,9 @@ without code changes; the only secret among them is given separately as
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
@@ -49,10 +50,29 @@ class Settings(BaseSettings):
     profiles_topic: str = "profiles"
     profiles_dlq_topic: str = "profiles.dlq"
     profiles_group_id: str = "modstream-profiles"
+    # at_least_once: a crash can repeat a batch's verdicts. exactly_once: each batch's verdicts,
+    # dead letters and input offsets commit in one Kafka transaction, so a read_committed
+    # reader sees every output once, at the cost of a commit round trip per batch.
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    # This replica's stable name: its transactional id (zombie fencing across restarts) and its
+    # static group membership derive from it. The same across restarts, distinct between replicas.
+    instance_id: Annotated[str, Field(min_length=1)] = Field(default_factory=socket.gethostname)
+    # A killed worker's partitions wait for its session to expire: this bounds recovery. Apache
+    # Kafka accepts 6 s and up by default (group.min.session.timeout.ms); Tansu any, and there
+    # a join itself waits about one session, so the embedded stack runs with 1 s.
     session_timeout_s: Annotated[float, Field(ge=0.001)] = 6.0
+    # Static membership (group.instance.id = instance_id): on Apache Kafka a restarted replica
+    # takes its partitions back at once, without a rebalance. Tansu 0.6 makes every static
+    # join wait a whole session, so it is off by default.
+    static_membership: bool = False
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
     # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
     fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
+    # A broker that reads its log from storage may answer nothing within that wait, over and over
+    # (Tansu on S3 behind a backlog): after fetches came back empty for fetch_stall_s with records
+    # waiting, the wait grows, up to fetch_wait_backoff_max_s, until the consumer catches up.
+    fetch_wait_backoff_max_s: Annotated[float, Field(ge=0.001, le=30)] = 2.0
+    fetch_stall_s: Annotated[float, Field(gt=0)] = 1.0
 
     # How often librdkafka reports statistics (consumer lag per partition, group state) to the
     # metrics exporter; 0 turns them off. Lag for a scaler comes from the broker (KEDA), not this.
@@ -133,28 +153,46 @@ class Settings(BaseSettings):
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf
 
-    def consumer_conf(self, group_id: str | None = None) -> dict[str, Any]:
-        """For the moderation worker's group, or another consumer's ``group_id``."""
+    def consumer_conf(self, group_id: str | None = None, *, transactional: bool = False) -> dict[str, Any]:
+        """For the moderation worker's group, or another consumer's ``group_id``; ``transactional``
+        when its offsets are committed in the producer's transactions instead."""
         return {
             **self.kafka_common(),
             "group.id": group_id or self.group_id,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": _ms(self.session_timeout_s),
+            # librdkafka's default (3 s) must stay under the session: a third of it, as Kafka advises.
+            "heartbeat.interval.ms": max(1, _ms(self.session_timeout_s / 3)),
+            **({"group.instance.id": f"{self.instance_id}"} if self.static_membership and group_id is None else {}),
             "fetch.wait.max.ms": _ms(self.fetch_wait_max_s),
+            # Outputs of an open or aborted transaction are never read (librdkafka's default, stated).
+            "isolation.level": "read_committed",
             # At-least-once: offsets are stored by the commit policy only after every
             # output of a message is acknowledged; librdkafka then commits what was stored.
+            # Exactly-once: offsets are committed only inside the output transaction.
             "enable.auto.offset.store": False,
-            "enable.auto.commit": True,
+            "enable.auto.commit": not transactional,
             "auto.commit.interval.ms": 1000,
             "statistics.interval.ms": _ms(self.kafka_stats_interval_s),
         }
 
-    def producer_conf(self) -> dict[str, Any]:
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly_once"
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The moderation worker's transactional id in exactly-once mode: a restarted replica
+        fences its predecessor and aborts the transaction it left open."""
+        return f"{self.group_id}-{self.instance_id}" if self.exactly_once else None
+
+    def producer_conf(self, transactional_id: str | None = None) -> dict[str, Any]:
         return {
             **self.kafka_common(),
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,
+            **({"transactional.id": transactional_id} if transactional_id else {}),
         }
 
 

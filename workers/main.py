@@ -7,12 +7,13 @@ import gc
 import logging
 from dataclasses import dataclass
 
-from workers.adapters.kafka import KafkaSink, KafkaSource
+from workers.adapters.kafka import KafkaSink, KafkaSource, KafkaTransactions
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings
+from workers.fetchwait import FetchWait
 from workers.isolation import describe
 from workers.keyspace import Keyspace
 from workers.lag import READY
@@ -65,7 +66,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
-    sink = KafkaSink(settings.producer_conf())
+    sink = KafkaSink(settings.producer_conf(settings.transactional_id))
+    # The shadow's own producer, never transactional: it must not hold the champion's batches back.
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
     try:
         for what, check in (
@@ -84,14 +86,21 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             settings.triton_pad_multiple,
         )
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
-        source = KafkaSource(settings.consumer_conf(), [settings.input_topic])
+        fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall_s)
+        conf = settings.consumer_conf(transactional=settings.exactly_once)
+        source = KafkaSource(conf, [settings.input_topic], fetch_wait)
+        transactions = (
+            KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
+        )
         reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
         shadow = (
             Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s)
             if loaded.challenger and shadow_sink
             else None
         )
-        worker = ModerationWorker(settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow)
+        worker = ModerationWorker(
+            settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow, transactions
+        )
         log.info(
             "moderation worker up: text model %s, decision model %s%s",
             model.version,

@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from workers.clients import HashStore, Sink, Source
-from workers.commit import Settlement, settle
+from workers.commit import BatchCommit, Rewound, Settlement, Transactions, batch_commit, is_record_error, settle
 from workers.config import Settings
-from workers.delivery import DeadLetters, DeliveryFailed
+from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
-from workers.isolation import describe, failure, is_record_error
+from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
-from workers.records import InMsg, Post
+from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import DecisionReloader
 from workers.shadow import Shadow
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
@@ -42,6 +42,7 @@ class ModerationWorker:
     bans: BanListCache
     reloader: DecisionReloader | None = None  # picks up a promoted decision model between batches
     shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
+    transactions: Transactions | None = None  # exactly-once: outputs and offsets commit together
 
     @property
     def dlq(self) -> DeadLetters:
@@ -71,7 +72,10 @@ class ModerationWorker:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
                 # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.
                 while in_flight and (in_flight[0].done() or len(in_flight) >= s.max_batches_in_flight):
-                    await in_flight.popleft()
+                    try:
+                        await in_flight.popleft()
+                    except Rewound as exc:
+                        await self._rewind(in_flight, exc)
             while in_flight:
                 await in_flight.popleft()
         finally:
@@ -84,23 +88,30 @@ class ModerationWorker:
             # and leave the group now rather than after a session timeout.
             self.source.close()
 
+    async def _rewind(self, in_flight: deque[asyncio.Task[None]], exc: Rewound) -> None:
+        """Exactly-once: a transaction aborted. Drop the batches polled after it (they cannot
+        commit past it) and poll again from the committed offsets."""
+        log.warning("%s; dropping %d batches in flight and rewinding", exc, len(in_flight))
+        await asyncio.gather(*in_flight, return_exceptions=True)
+        in_flight.clear()
+        assert self.transactions is not None  # only exactly-once raises Rewound
+        await asyncio.to_thread(self.transactions.rewind)
+
     async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
-        """Run one batch through the stages and publish it; store its offsets once ``after``
-        (the previous batch) has stored its own."""
+        """Run one batch through the stages and publish it; its offsets become final once
+        ``after`` (the previous batch) has settled, by the commit policy (workers/commit.py)."""
         BATCH_SIZE.observe(len(msgs))
+        commit = batch_commit(self.source, self.transactions, after)
         try:
-            settlement = await self._process(msgs)
+            settlement = await self._process(msgs, commit)
         except BaseException as exc:
             if not is_record_error(exc):
                 raise
-            settlement = await self._isolate(msgs, exc)
-        if after is not None:
-            await after
-        self.source.store_offsets(settlement.store)
-        if not settlement.complete:
-            raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
+            commit.discard()
+            settlement = await self._isolate(msgs, exc, commit)
+        await commit.settle(settlement)
 
-    async def _process(self, msgs: Sequence[InMsg]) -> Settlement:
+    async def _process(self, msgs: Sequence[InMsg], commit: BatchCommit) -> Settlement:
         model = self.decision  # the whole batch is decided, and named, by one model
         versions = self.versions(model)
         with timed(validate.STAGE):
@@ -111,21 +122,27 @@ class ModerationWorker:
         with timed(decide.STAGE):
             unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
             decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable)
+        settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
+        if self.shadow is not None:  # after the champion's verdicts are out
+            self.shadow.run(rest, profiles, probs, decided, self.versions(self.shadow.model), unavailable)
+        return settlement
+
+    async def _publish(
+        self, msgs: Sequence[InMsg], outcomes: list[Outcome], failures: list[Failure], commit: BatchCommit
+    ) -> Settlement:
+        await commit.before_publish()
         with timed(publish.STAGE):
-            settlement = publish.publish(
+            return publish.publish(
                 msgs,
-                blocked + decided,
-                failures + unchecked + undecided,
+                outcomes,
+                failures,
                 self.sink,
                 verdict_topic=self.settings.output_topic,
                 dlq=self.dlq,
                 timeout_s=self.settings.publish_timeout_s,
             )
-        if self.shadow is not None:  # after the champion's verdicts are out
-            self.shadow.run(rest, profiles, probs, decided, self.versions(self.shadow.model), unavailable)
-        return settlement
 
-    async def _isolate(self, msgs: Sequence[InMsg], exc: BaseException) -> Settlement:
+    async def _isolate(self, msgs: Sequence[InMsg], exc: BaseException, commit: BatchCommit) -> Settlement:
         """An error no step caught failed the batch: retry each record alone, a bounded number
         of times, and dead-letter one that keeps failing instead of crash-looping on it."""
         log.error(
@@ -133,30 +150,21 @@ class ModerationWorker:
         )
         undelivered = []
         for i, msg in enumerate(msgs):
-            if not (await self._alone(msg)).complete:
+            if not (await self._alone(msg, commit)).complete:
                 undelivered.append(i)
         return settle(msgs, undelivered)
 
-    async def _alone(self, msg: InMsg) -> Settlement:
+    async def _alone(self, msg: InMsg, commit: BatchCommit) -> Settlement:
         for _ in range(self.settings.max_record_attempts):
             try:
-                return await self._process([msg])
+                return await self._process([msg], commit)
             except BaseException as exc:
                 if not is_record_error(exc):
                     raise
                 RECORD_RETRIES.inc()
                 last = exc
         log.error("dead-lettering %r after %d attempts: %s", msg, self.settings.max_record_attempts, describe(last))
-        poison = failure(msg, WORKER_STAGE, last)
-        return publish.publish(
-            [msg],
-            [],
-            [poison],
-            self.sink,
-            verdict_topic=self.settings.output_topic,
-            dlq=self.dlq,
-            timeout_s=self.settings.publish_timeout_s,
-        )
+        return await self._publish([msg], [], [failure(msg, WORKER_STAGE, last)], commit)
 
     # Enrichment and scoring degrade instead of failing the batch: a verdict without
     # history or without a text score is still a verdict, flagged `degraded`.

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from modstream.redis_cluster import LocalRedisCluster
-from modstream.stack import Endpoints
+from modstream.stack import Endpoints, create_topics
 from tests.unit.fakes import tiny_decision_model
 from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
+from workers.keyspace import Keyspace
 
 
 def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) -> Settings:
@@ -66,3 +69,17 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Redis Cluster on loopback (three primaries, three replicas); yields a node's URL."""
     with LocalRedisCluster(tmp_path_factory.mktemp("redis_cluster")) as url:
         yield url
+
+
+@pytest.fixture
+def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
+    s = run_settings(stack, model_bundle, uuid.uuid4().hex[:8])
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
+    ks = Keyspace(s.redis_prefix)
+    r = redis.Redis.from_url(stack.redis_url)
+    r.sadd(ks.banned_domains, "evil.example")
+    r.sadd(ks.banned_ips, "203.0.113.0/24")
+    r.hset(ks.user("u1"), mapping={"created_at": "1700000000", "posts": "10", "spam_posts": "0"})
+    yield s
+    for key in r.scan_iter(match=f"{s.redis_prefix}*"):
+        r.delete(key)

@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from confluent_kafka import Producer
 from pydantic import SecretStr
 
+from modstream.chaos import kill_feedback, spam_label
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, FeedbackEvent
 from tests.conftest import first_record
@@ -147,24 +146,6 @@ async def running(settings: Settings, fb: FeedbackSettings) -> AsyncIterator[Cal
         await asyncio.wait_for(worker, 15)
 
 
-def spam_label(i: int, domains: int) -> bytes:
-    """Moderator spam label number ``i``: one of ``domains`` domains, one of 7 IPs."""
-    event = FeedbackEvent.model_validate(
-        {
-            "kind": "moderator_label" if i % 3 else "user_report",
-            "post_id": f"p{i}",
-            "user_id": f"u{i % 11}",
-            "actor_id": f"mod{i % 5}",
-            "label": "spam",
-            "urls": [f"https://s{i % 4}.d{i % domains}.chaos.example/x"],
-            "ip": f"198.51.100.{i % 7}",
-            "created_at": datetime.now(UTC),
-        },
-        strict=False,
-    )
-    return event.model_dump_json().encode()
-
-
 async def test_a_batch_applied_twice_counts_once(stack: Endpoints, redis_client: aioredis.Redis) -> None:
     prefix = f"test-once-{uuid.uuid4().hex[:8]}:"
     ks = Keyspace(prefix)
@@ -184,10 +165,10 @@ async def test_a_batch_applied_twice_counts_once(stack: Endpoints, redis_client:
         await redis_client.delete(*keys)
 
 
-async def test_counters_are_exact_when_the_worker_is_killed(stack: Endpoints, redis_client: aioredis.Redis) -> None:
+def test_counters_are_exact_when_the_worker_is_killed(stack: Endpoints, tmp_path: Path) -> None:
     """kill -9 between applying a batch and committing it used to count the batch twice."""
     run_id = uuid.uuid4().hex[:8]
-    prefix, topic, app_id = f"test-kill-{run_id}:", f"feedback-kill-{run_id}", f"feedback-kill-{run_id}"
+    prefix, topic = f"test-kill-{run_id}:", f"feedback-kill-{run_id}"
     create_topics(stack.kafka_bootstrap, {topic: 1, f"{topic}.dlq": 1})
     env = {
         **os.environ,
@@ -196,52 +177,18 @@ async def test_counters_are_exact_when_the_worker_is_killed(stack: Endpoints, re
         "MODSTREAM_REDIS_PREFIX": prefix,
         "MODSTREAM_FEEDBACK_TOPIC": topic,
         "MODSTREAM_METRICS_PORT": "0",
-        "MODSTREAM_FEEDBACK_APP_ID": app_id,
+        "MODSTREAM_FEEDBACK_APP_ID": f"feedback-kill-{run_id}",
         "MODSTREAM_FEEDBACK_SESSION_TIMEOUT_S": "3",
         "MODSTREAM_FEEDBACK_BATCH_MAX_SIZE": "5",
         "MODSTREAM_FEEDBACK_BATCH_MAX_WAIT_S": "0.05",
     }
-    ks = Keyspace(prefix)
     values = [spam_label(i, 3) for i in range(300)]
-    truth = plan({str(i): FeedbackEvent.model_validate_json(v) for i, v in enumerate(values)}, ks).increments
-    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
-
-    def start() -> subprocess.Popen[bytes]:
-        cmd = [str(Path(sys.executable).with_name("modstream")), "feedback", "--log-level", "WARNING"]
-        return subprocess.Popen(cmd, env=env)
-
-    async def counts() -> dict[tuple[str, str], int]:
-        return {(key, field): int(await redis_client.hget(key, field) or 0) for key, field in truth}
-
-    async def counted() -> int:
-        return sum((await counts()).values())
-
-    worker = start()
+    truth = plan({str(i): FeedbackEvent.model_validate_json(v) for i, v in enumerate(values)}, Keyspace(prefix))
     try:
-        for round_ in range(3):  # produce a slice, kill -9 mid-way through it, restart
-            for value in values[round_ * 100 : (round_ + 1) * 100]:
-                producer.produce(topic, value)
-            assert producer.flush(10) == 0
-            before = await counted()
-            await until(lambda before=before: _moved(counted, before), "the worker to count something")
-            worker.send_signal(signal.SIGKILL)
-            worker.wait(10)
-            worker = start()
-        total = sum(truth.values())
-        await until(lambda: _reached(counted, total), "every event to be counted")
-        await asyncio.sleep(3)  # any redelivery still in flight would land now
-        assert await counts() == truth
+        result = kill_feedback("feedback worker kill -9 x2", env, values, truth.increments, 2, tmp_path / "fb.log")
+        assert (result.lost, result.duplicates, result.disagreeing) == (0, 0, 0), result
     finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
-        keys = [k async for k in redis_client.scan_iter(match=f"{prefix}*")]
+        client = redis.Redis.from_url(stack.redis_url)
+        keys = list(client.scan_iter(match=f"{prefix}*"))
         if keys:
-            await redis_client.delete(*keys)
-
-
-async def _moved(counted: Callable[[], Awaitable[int]], before: int) -> bool:
-    return await counted() > before
-
-
-async def _reached(counted: Callable[[], Awaitable[int]], total: int) -> bool:
-    return await counted() >= total
+            client.delete(*keys)

@@ -9,39 +9,19 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
-from tests.integration.conftest import run_settings
 from tests.unit.fakes import event
 from workers.config import Settings
 from workers.features import FEATURES
-from workers.keyspace import Keyspace
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def settings(stack: Endpoints, model_bundle: Path) -> Iterator[Settings]:
-    run = uuid.uuid4().hex[:8]
-    s = run_settings(stack, model_bundle, run)
-    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
-    ks = Keyspace(s.redis_prefix)
-    r = redis.Redis.from_url(stack.redis_url)
-    r.sadd(ks.banned_domains, "evil.example")
-    r.sadd(ks.banned_ips, "203.0.113.0/24")
-    r.hset(ks.user("u1"), mapping={"created_at": "1700000000", "posts": "10", "spam_posts": "0"})
-    yield s
-    for key in r.scan_iter(match=f"{s.redis_prefix}*"):
-        r.delete(key)
 
 
 def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Record:

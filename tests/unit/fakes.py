@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -174,3 +174,30 @@ def tiny_decision_model(seed: int = 0, version: str = "d1") -> DecisionModel:
         num_boost_round=20,
     )
     return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), version)
+
+
+class FakeTransactions:
+    """Logs each call; the first ``fail_commits`` commits fail. ``on_rewind`` simulates the seek."""
+
+    def __init__(self, fail_commits: int = 0, on_rewind: Callable[[], None] | None = None) -> None:
+        self.log: list[str] = []
+        self.committed: dict[tuple[str, int], int] = {}
+        self.fail_commits, self.on_rewind = fail_commits, on_rewind
+
+    def begin(self) -> None:
+        self.log.append("begin")
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if self.fail_commits:
+            self.fail_commits -= 1
+            raise RuntimeError("coordinator unavailable")
+        self.log.append("commit")
+        self.committed.update(offsets)
+
+    def abort(self) -> None:
+        self.log.append("abort")
+
+    def rewind(self) -> None:
+        self.log.append("rewind")
+        if self.on_rewind is not None:
+            self.on_rewind()

@@ -27,3 +27,17 @@ def test_librdkafka_gets_integer_milliseconds() -> None:
 
 def test_every_former_name_is_a_seconds_setting() -> None:
     assert all(name.endswith("_s") and name in Settings.model_fields for name in FORMERLY_MS)
+
+
+def test_exactly_once_commits_offsets_only_in_transactions() -> None:
+    s = Settings(processing_guarantee="exactly_once", group_id="g", instance_id="w1")
+    assert s.transactional_id == "g-w1" and s.producer_conf(s.transactional_id)["transactional.id"] == "g-w1"
+    assert s.consumer_conf(transactional=True)["enable.auto.commit"] is False
+    assert "transactional.id" not in s.producer_conf()  # replay producers and other workers stay plain
+    assert Settings().transactional_id is None and Settings().consumer_conf()["enable.auto.commit"] is True
+
+
+def test_static_membership_names_only_the_moderation_group_member() -> None:
+    s = Settings(static_membership=True, instance_id="w1", session_timeout_s=1.0)
+    assert s.consumer_conf()["group.instance.id"] == "w1" and "group.instance.id" not in s.consumer_conf("other")
+    assert s.consumer_conf()["heartbeat.interval.ms"] == 333 and "group.instance.id" not in Settings().consumer_conf()

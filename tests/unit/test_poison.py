@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
@@ -17,11 +16,6 @@ from workers.delivery import LAST_RESORT_ORIGINAL_BYTES, DeliveryFailed
 from workers.moderation import WORKER_STAGE
 from workers.stages import decide as decide_stage
 from workers.textenc import TextEncoder
-
-
-@pytest.fixture
-def encoder(tokenizer_json: Path) -> TextEncoder:
-    return TextEncoder(tokenizer_json, 64)
 
 
 def dead_letters(sink: FakeSink) -> list[DeadLetter]:

@@ -6,6 +6,8 @@ import asyncio
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,14 @@ def test_the_worker_command_exits_2_with_one_line(env: dict[str, str], expected:
     result = CliRunner().invoke(app, ["worker"], env={"MODSTREAM_METRICS_PORT": "0", **env})
     assert result.exit_code == EXIT_MISCONFIGURED
     assert expected in result.output and "Traceback" not in result.output
+
+
+def test_the_worker_starts_without_importing_what_it_never_uses() -> None:
+    code = (
+        "import sys; from workers.startup import without\n"
+        "with without():\n    import workers.main\n"
+        "import pandas\n"  # importable again afterwards
+        "print(sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

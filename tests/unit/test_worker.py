@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from schemas import DeadLetter, Verdict
-from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, event, tiny_decision_model
+from tests.unit.fakes import (
+    FakeSink,
+    FakeSource,
+    FakeStore,
+    FakeTextModel,
+    FakeTransactions,
+    event,
+    tiny_decision_model,
+)
 from workers.config import Settings
 from workers.delivery import DeliveryFailed
 from workers.keyspace import Keyspace
@@ -24,11 +32,6 @@ def msgs(*values: bytes | None) -> list[InMsg]:
     return [InMsg("posts", 0, i, f"k{i}".encode(), v, 0.0) for i, v in enumerate(values)]
 
 
-@pytest.fixture
-def encoder(tokenizer_json: Path) -> TextEncoder:
-    return TextEncoder(tokenizer_json, 64)
-
-
 def make_worker(
     encoder: TextEncoder,
     batch: list[InMsg],
@@ -36,6 +39,7 @@ def make_worker(
     store: FakeStore | None = None,
     model: FakeTextModel | None = None,
     sink: FakeSink | None = None,
+    transactions: FakeTransactions | None = None,
 ) -> ModerationWorker:
     store = store or FakeStore(sets={KS.banned_domains: {"evil.com"}, KS.banned_ips: {"203.0.113.0/24"}})
     model = model or FakeTextModel(encoder.tokenize(["cheap"])[0][1])
@@ -47,6 +51,7 @@ def make_worker(
         TextScorer(encoder, model, sub_batch=2, max_in_flight=2, cache=ScoreCache(100)),
         tiny_decision_model(),
         BanListCache(store, KS, refresh_s=60),
+        transactions,
     )
 
 

@@ -7,9 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from workers.clients import DeliveryError, Headers
+from workers.fetchwait import FetchWait
 from workers.lag import REBALANCES, CommitTimer, LagExporter
 from workers.records import InMsg
 
@@ -25,13 +26,19 @@ def _commit_quietly(consumer: Consumer) -> None:
 
 
 class KafkaSource:
-    def __init__(self, conf: dict[str, Any], topics: Sequence[str]) -> None:
+    def __init__(self, conf: dict[str, Any], topics: Sequence[str], fetch_wait: FetchWait | None = None) -> None:
+        """``fetch_wait`` adapts ``fetch.wait.max.ms`` to a broker that answers slowly (workers/fetchwait.py)."""
         self.commits = CommitTimer()
-        self._lag = LagExporter()
+        self._lag_exporter = LagExporter()
         # Both run inside poll, on the polling thread.
-        conf = {**conf, "stats_cb": self._lag.export, "on_commit": self._on_commit}
-        self._consumer = Consumer(conf)
-        self._consumer.subscribe(list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._conf = {**conf, "stats_cb": self._lag_exporter.export, "on_commit": self._on_commit}
+        self._topics, self._fetch_wait = list(topics), fetch_wait
+        self._consumer = self._subscribe(self._conf)
+
+    def _subscribe(self, conf: dict[str, Any]) -> Consumer:
+        consumer = Consumer(conf)
+        consumer.subscribe(self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = err is not None and err.code() != KafkaError._NO_OFFSET
@@ -57,6 +64,8 @@ class KafkaSource:
         first = self._consumer.poll(max_wait_s)
         msgs: list[Message] = [] if first is None else [first, *self._consumer.consume(max_size - 1, 0)]
         now = time.monotonic()
+        if self._fetch_wait is not None and (wait_s := self._fetch_wait.observe(bool(msgs), now, self._lag)):
+            self._refetch(wait_s)
         out = []
         for m in msgs:
             if err := m.error():
@@ -83,8 +92,34 @@ class KafkaSource:
                 raise
             log.warning("partitions revoked mid-batch, their records will be redelivered: %s", sorted(offsets))
 
+    def _lag(self) -> int | None:
+        """Records waiting on the assigned partitions, from the position (or, before the first
+        fetch, the committed offset) to the end; None while no partition is assigned."""
+        assigned = self._consumer.assignment()
+        if not assigned:
+            return None
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(assigned, timeout=5)}
+        lag = 0
+        for tp in self._consumer.position(assigned):
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=5)
+            at = next((o for o in (tp.offset, committed[tp.topic, tp.partition]) if o >= 0), low)
+            lag += max(0, high - at)
+        return lag
+
+    def _refetch(self, wait_s: float) -> None:
+        """librdkafka fixes fetch.wait.max.ms per consumer: commit, leave, and join again with ``wait_s``."""
+        log.warning(
+            "fetch wait now %.0f ms (fetches came back empty with records waiting, or caught up)", wait_s * 1000
+        )
+        self.close()
+        self._consumer = self._subscribe({**self._conf, "fetch.wait.max.ms": round(wait_s * 1000)})
+
+    @property
+    def consumer(self) -> Consumer:
+        return self._consumer
+
     def close(self) -> None:
-        _commit_quietly(self._consumer)
+        _commit_quietly(self._consumer)  # exactly-once stores nothing: there is nothing to commit
         self._consumer.close()
 
 
@@ -111,6 +146,10 @@ class KafkaSink:
                 self._reports[token] = _error(exc.args[0])
                 return
 
+    @property
+    def producer(self) -> Producer:
+        return self._producer
+
     def check(self, timeout_s: float) -> None:
         """Raises unless a broker answers a metadata request within ``timeout_s``."""
         self._producer.list_topics(timeout=timeout_s)
@@ -119,3 +158,35 @@ class KafkaSink:
         self._producer.flush(timeout_s)
         reports, self._reports = self._reports, {}
         return reports
+
+
+class KafkaTransactions:
+    """The sink's producer in transactions that also commit the source consumer's offsets."""
+
+    def __init__(self, producer: Producer, source: KafkaSource, timeout_s: float) -> None:
+        self._producer, self._source, self._timeout_s = producer, source, timeout_s
+        # Fences a predecessor with the same transactional id and aborts what it left open.
+        producer.init_transactions(timeout_s)
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if offsets:
+            self._producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                self._source.consumer.consumer_group_metadata(),
+                self._timeout_s,
+            )
+        self._producer.commit_transaction(self._timeout_s)
+
+    def abort(self) -> None:
+        self._producer.abort_transaction(self._timeout_s)
+
+    def rewind(self) -> None:
+        consumer = self._source.consumer
+        assigned = consumer.assignment()
+        for tp in consumer.committed(assigned, timeout=self._timeout_s) if assigned else []:
+            # Nothing committed yet: back to the start, as auto.offset.reset=earliest would.
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))

@@ -1,0 +1,37 @@
+from workers.fetchwait import FetchWait
+
+
+def polls(fw: FetchWait, pattern: str, lag: int | None, start: float = 0.0, step: float = 0.25) -> list[float]:
+    """``pattern``: one character per poll, ``r`` got records, ``.`` came back empty; returns the changes."""
+    changes = []
+    for i, c in enumerate(pattern):
+        if (new := fw.observe(c == "r", start + i * step, lambda: lag)) is not None:
+            changes.append(new)
+    return changes
+
+
+def test_empty_fetches_with_records_waiting_grow_the_wait_up_to_the_cap() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    assert polls(fw, "." * 30, lag=500) == [0.1, 0.5, 1.0]
+
+
+def test_an_idle_consumer_keeps_the_configured_wait() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    assert polls(fw, "." * 30, lag=0) == [] and fw.current_s == 0.02
+
+
+def test_records_flowing_reset_the_stall_clock() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    assert polls(fw, "...r...r...r...r", lag=500) == []
+
+
+def test_once_caught_up_the_wait_goes_back_to_the_configured_one() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    assert polls(fw, "." * 10, lag=500) == [0.1, 0.5]
+    assert polls(fw, "rrr" + "." * 10, lag=0, start=10.0) == [0.02]
+
+
+def test_nothing_changes_while_the_lag_is_unknown() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    fw.current_s = 0.5  # backed off, then joining the group again: no partitions yet
+    assert polls(fw, "." * 30, lag=None) == [] and fw.current_s == 0.5
