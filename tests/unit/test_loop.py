@@ -18,7 +18,7 @@ from modstream.cli import app
 from modstream.promotion import PromotionError, history_file, promote, rollback
 from modstream.topics import Range
 from tests.unit.fakes import FakeSink, FakeSource, event, tiny_decision_model, write_bundle
-from tests.unit.test_worker import encoder, make_worker, msgs, verdicts
+from tests.unit.test_worker import make_worker, msgs, verdicts
 from training.flips import compare, label_metrics
 from training.redecide import redecide
 from workers.metrics import MODEL_RELOADS, SHADOW_DECISIONS, SHADOW_FAILURES
@@ -27,8 +27,6 @@ from workers.reload import DecisionReloader
 from workers.shadow import MAX_PENDING, Shadow
 from workers.stages.decide import DecisionModel
 from workers.textenc import TextEncoder
-
-__all__ = ["encoder"]  # the fixture, shared with test_worker
 
 POSTS = [event(f"p{i}", text) for i, text in enumerate(["hello", "buy cheap pills", "cheap cheap", "nice day"] * 5)]
 

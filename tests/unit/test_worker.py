@@ -51,7 +51,7 @@ def make_worker(
         TextScorer(encoder, model, sub_batch=2, max_in_flight=2, cache=ScoreCache(100)),
         tiny_decision_model(),
         BanListCache(store, KS, refresh_s=60),
-        transactions,
+        transactions=transactions,
     )
 
 
