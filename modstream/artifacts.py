@@ -19,6 +19,7 @@ from rich.console import Console
 from modstream.imports import ROOT, import_graph, module_files, reachable
 from workers.cards import CARD_FILE, TextModelCard
 from workers.config import cache_root, default_model_dir
+from workers.ngram import NgramModel
 
 # The packages training code can import (modstream/ sits above training).
 CODE_PACKAGES = ("schemas", "workers", "training")
@@ -76,13 +77,18 @@ def ensure_models(console: Console | None = None) -> Models:
     decision_dir = root / "decision-model" / content_key(code_files(DECISION_ENTRY), text_version)
 
     def build_decision(out: Path) -> None:
-        from training.corpus import spamassassin_splits
         from training.decision import train_decision
+        from training.posts import post_splits
         from training.text_scoring import onnx_spam_scores
 
-        splits = spamassassin_splits(root)
+        splits = post_splits(root)
         train_decision(
-            splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=text_version
+            splits.val,
+            splits.test,
+            lambda texts: onnx_spam_scores(text_dir, texts),
+            out,
+            text_version=text_version,
+            ngram=NgramModel.load(text_dir).spam_prob,
         )
 
     _build(decision_dir, build_decision, console, "decision model")

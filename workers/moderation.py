@@ -16,6 +16,7 @@ from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure, is_record_error
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
+from workers.ngram import NgramModel
 from workers.records import InMsg, Post
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 # The stage label of a record that failed where no step caught it.
 WORKER_STAGE = "worker"
+NGRAM_STAGE = "ngram"
 
 
 @dataclass
@@ -38,6 +40,7 @@ class ModerationWorker:
     scorer: TextScorer
     decision: DecisionModel
     bans: BanListCache
+    ngram: NgramModel | None = None  # None: a text model without ngram.npz; the feature stays NaN
 
     @property
     def dlq(self) -> DeadLetters:
@@ -100,10 +103,14 @@ class ModerationWorker:
             posts, failures = validate.validate(msgs)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), self.versions)
-        (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
+        (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
+            self._enrich(rest), self._score(rest), self._ngram(rest)
+        )
         with timed(decide.STAGE):
             unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-            decided, undecided = decide.decide(rest, profiles, probs, self.decision, self.versions, unavailable)
+            decided, undecided = decide.decide(
+                rest, profiles, probs, self.decision, self.versions, unavailable, ngram_probs
+            )
         with timed(publish.STAGE):
             return publish.publish(
                 msgs,
@@ -159,6 +166,14 @@ class ModerationWorker:
             log.warning("enrich failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("redis").inc(len(posts))
             return [Profile() for _ in posts], True
+
+    async def _ngram(self, posts: list[Post]) -> list[float | None]:
+        """The n-gram model's scores: local, so they need no server and never degrade."""
+        if self.ngram is None:
+            return [None] * len(posts)
+        with timed(NGRAM_STAGE):
+            # In a thread: numpy releases the GIL for the larger steps, and the event loop stays free.
+            return list(map(float, await asyncio.to_thread(self.ngram.spam_prob, [p.text for p in posts])))
 
     async def _score(self, posts: list[Post]) -> tuple[list[float | None], bool]:
         try:

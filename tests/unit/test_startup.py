@@ -34,7 +34,7 @@ def bundle(tmp_path: Path, tokenizer_json: Path) -> Path:
 
 
 def test_a_good_bundle_loads(bundle: Path) -> None:
-    decision, encoder = load_models(Settings(model_dir=bundle))
+    decision, encoder, _ = load_models(Settings(model_dir=bundle))
     assert decision.version == "d1" and encoder.max_length == 128
 
 
