@@ -130,7 +130,7 @@ def demo(
     console.print(f"\n[bold]modstream demo[/] — {s.posts} posts (burst replay)")
     console.print(f"  verdicts {s.verdicts}, dead letters {s.dead_letters}, lost {s.lost}")
     console.print(f"  decisions {s.decisions}, review share {s.review_share:.1%}, degraded {s.degraded}")
-    console.print(f"  accuracy (allow/block against labels) {s.accuracy:.2%}")
+    console.print(f"  accuracy on held-out posts (allow/block against labels) {s.accuracy:.2%}")
     console.print(f"  throughput {s.throughput_posts_per_s} posts/s, end-to-end p50 {s.p50_ms} ms, p99 {s.p99_ms} ms")
     if s.lost:
         raise typer.Exit(1)
