@@ -12,6 +12,7 @@ import hashlib
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from rich.console import Console
@@ -25,6 +26,7 @@ from workers.ngram import NgramModel
 CODE_PACKAGES = ("schemas", "workers", "training")
 TEXT_ENTRY = "training.text_model"
 DECISION_ENTRY = "training.decision"
+CHITCHAT_PACKAGE = "chitchat-dataset"  # the default posts' ham (training.posts)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,10 @@ def _build(target: Path, build: Callable[[Path], None], console: Console, what: 
 def ensure_models(console: Console | None = None) -> Models:
     console = console or Console(stderr=True)
     root = cache_root()
-    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults")
+    # The key follows the data too: the SpamAssassin package is pinned in training/corpus.py (hashed
+    # with the code); the chat corpus is an installed package, so its version is added here.
+    data = f"{CHITCHAT_PACKAGE}=={version(CHITCHAT_PACKAGE)}"
+    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults", data)
 
     def build_text(out: Path) -> None:
         from training.text_model import train_text
