@@ -171,6 +171,8 @@ def train_text(
     seed: Annotated[int | None, typer.Option()] = None,
 ) -> None:
     """Fine-tune DistilBERT and the char n-gram model, export ONNX (+ int8), write a model card and plots."""
+    if test is not None and data is None:
+        raise typer.BadParameter("--test needs --data (the built-in posts keep their own test split)")
     from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
     from workers.config import cache_root
