@@ -3,11 +3,14 @@ and ordinary posts must pass through unchanged."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from workers.normalise import defang, normalise, unleet
+from workers.textenc import TextEncoder
 
 ADVERSARIAL = [
     # Homoglyphs: Cyrillic і, с, о and Greek ο inside Latin words.
@@ -80,3 +83,9 @@ def test_unleet_keeps_email_addresses() -> None:
 def test_idempotent_and_total(text: str) -> None:
     once = normalise(text)
     assert normalise(once) == once
+
+
+def test_the_worker_encoder_sees_the_normalised_text(tokenizer_json: Path) -> None:
+    encoder = TextEncoder(tokenizer_json, 64)
+    plain, obfuscated = encoder.tokenize(["free viagra at http://evil.com", "FR\u200bEE v1agra at hxxp://evil[.]com"])
+    assert obfuscated == plain
