@@ -12,6 +12,7 @@ import hashlib
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from rich.console import Console
@@ -19,11 +20,13 @@ from rich.console import Console
 from modstream.imports import ROOT, import_graph, module_files, reachable
 from workers.cards import CARD_FILE, TextModelCard
 from workers.config import cache_root, default_model_dir
+from workers.ngram import NgramModel
 
 # The packages training code can import (modstream/ sits above training).
 CODE_PACKAGES = ("schemas", "workers", "training")
 TEXT_ENTRY = "training.text_model"
 DECISION_ENTRY = "training.decision"
+CHITCHAT_PACKAGE = "chitchat-dataset"  # the default posts' ham (training.posts)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,10 @@ def _build(target: Path, build: Callable[[Path], None], console: Console, what: 
 def ensure_models(console: Console | None = None) -> Models:
     console = console or Console(stderr=True)
     root = cache_root()
-    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults")
+    # The key follows the data too: the SpamAssassin package is pinned in training/corpus.py (hashed
+    # with the code); the chat corpus is an installed package, so its version is added here.
+    data = f"{CHITCHAT_PACKAGE}=={version(CHITCHAT_PACKAGE)}"
+    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults", data)
 
     def build_text(out: Path) -> None:
         from training.text_model import train_text
@@ -76,13 +82,18 @@ def ensure_models(console: Console | None = None) -> Models:
     decision_dir = root / "decision-model" / content_key(code_files(DECISION_ENTRY), text_version)
 
     def build_decision(out: Path) -> None:
-        from training.corpus import spamassassin_splits
         from training.decision import train_decision
+        from training.posts import post_splits
         from training.text_scoring import onnx_spam_scores
 
-        splits = spamassassin_splits(root)
+        splits = post_splits(root)
         train_decision(
-            splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=text_version
+            splits.val,
+            splits.test,
+            lambda texts: onnx_spam_scores(text_dir, texts),
+            out,
+            text_version=text_version,
+            ngram=NgramModel.load(text_dir).spam_prob,
         )
 
     _build(decision_dir, build_decision, console, "decision model")

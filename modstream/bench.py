@@ -44,12 +44,14 @@ from modstream.demo import seed_redis
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
-from training.corpus import spamassassin_splits
+from training.corpus import load_spamassassin
+from training.posts import post_splits
 from training.simulator import Simulator
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings, cache_root
 from workers.keyspace import Keyspace
+from workers.ngram import NgramModel
 from workers.stages.score import ScoreCache, TextScorer
 from workers.textenc import IntArray, TextEncoder, pad
 
@@ -71,6 +73,8 @@ class BenchDetails:
     model_only_best: dict[str, str | int] = field(default_factory=dict)  # layout and batch size
     model_only_by_batch: dict[str, dict[str, float]] = field(default_factory=dict)
     model_only_fp32_posts_per_s: float | None = None  # measured when the serving model is int8
+    model_only_email_posts_per_s: float | None = None  # the same model on e-mail-length texts
+    ngram_posts_per_s_one_core: float | None = None  # the worker-side n-gram model's own cost
     triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
     pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
     pipeline_with_shadow_posts_per_s: float = 0.0
@@ -314,8 +318,8 @@ class KafkaBench:
 
 
 def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
-    """Held-out texts (each post its own text when possible) in simulated platform context."""
-    splits = spamassassin_splits(cache_root())
+    """Held-out post-length texts (each post its own text when possible) in simulated platform context."""
+    splits = post_splits(cache_root())
     texts = [*splits.test, *splits.val, *splits.train]
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)
@@ -408,6 +412,14 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             with step("   lever: fp32 vs int8"):
                 fp32 = model_only(models, texts, max_len, "model.onnx")
             d.model_only_fp32_posts_per_s = round(best(fp32)[2], 1)
+        with step("   e-mail length: model only on SpamAssassin e-mails"):
+            emails = [e.text for e in load_spamassassin(cache_root())][: len(texts)]
+            d.model_only_email_posts_per_s = round(best(model_only(models, emails, max_len))[2], 1)
+        with step("   n-gram model (worker-side) on the posts"):
+            ngram = NgramModel.load(models.text)
+            started = time.perf_counter()
+            ngram.spam_prob(texts)
+            d.ngram_posts_per_s_one_core = round(len(texts) / (time.perf_counter() - started), 1)
         defaults = Settings()
         with step("2/8 triton only"):
             for inflight in (1, defaults.triton_max_in_flight):

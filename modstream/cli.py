@@ -204,7 +204,7 @@ def demo(
     console.print(f"\n[bold]modstream demo[/] — {s.posts} posts (burst replay)")
     console.print(f"  verdicts {s.verdicts}, dead letters {s.dead_letters}, lost {s.lost}")
     console.print(f"  decisions {s.decisions}, review share {s.review_share:.1%}, degraded {s.degraded}")
-    console.print(f"  accuracy (allow/block against labels) {s.accuracy:.2%}")
+    console.print(f"  accuracy on held-out posts (allow/block against labels) {s.accuracy:.2%}")
     console.print(
         f"  stream-kept signals in the rows decided from: {s.signals_present:.0%} present, "
         f"{s.signals_nonzero:.0%} already above zero"
@@ -272,14 +272,23 @@ def chaos(
 
 @app.command("train-text")
 def train_text(
-    data: Annotated[Path | None, typer.Option(help="CSV, JSONL or Parquet with text and label columns")] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(help="CSV, JSONL or Parquet with text and label columns (default: the built-in posts)"),
+    ] = None,
+    test: Annotated[
+        Path | None,
+        typer.Option(help="External labelled test file; --data is then all train + validation (90/10)"),
+    ] = None,
     base: Annotated[str | None, typer.Option(help="Base checkpoint dir or hub id")] = None,
     out: Annotated[Path, typer.Option(help="Output model dir")] = Path("out/text-model"),
     epochs: Annotated[int | None, typer.Option(min=1)] = None,
     max_length: Annotated[int | None, typer.Option(min=8, max=512)] = None,
     seed: Annotated[int | None, typer.Option()] = None,
 ) -> None:
-    """Fine-tune DistilBERT, export ONNX (+ int8), write a model card and plots."""
+    """Fine-tune DistilBERT and the char n-gram model, export ONNX (+ int8), write a model card and plots."""
+    if test is not None and data is None:
+        raise typer.BadParameter("--test needs --data (the built-in posts keep their own test split)")
     from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
     from workers.config import cache_root
@@ -292,6 +301,7 @@ def train_text(
         epochs=DEFAULT_EPOCHS if epochs is None else epochs,
         max_length=DEFAULT_MAX_LENGTH if max_length is None else max_length,
         seed=DEFAULT_SEED if seed is None else seed,
+        test=test,
     )
     print(card.model_dump_json(indent=2))
 

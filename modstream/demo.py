@@ -27,7 +27,7 @@ from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.triton_repo import build_repo
 from schemas import FeedbackEvent, Verdict
-from training.corpus import spamassassin_splits
+from training.posts import post_splits
 from training.simulator import Simulator, World
 from workers.config import Settings, cache_root
 from workers.features import INDEX
@@ -93,8 +93,9 @@ def _chunks(items: list[bytes], n: int) -> list[list[bytes]]:
 
 
 def build_records(n: int, seed: int, ks: Keyspace, redis_url: str) -> tuple[list[Record], list[Record]]:
-    """``(warm-up, replay)``: held-out corpus posts, a few banned-link posts and a few malformed events."""
-    test = spamassassin_splits(cache_root()).test
+    """``(warm-up, replay)``: held-out post-length texts (training.posts' test split), a few
+    banned-link posts and a few malformed events."""
+    test = post_splits(cache_root()).test
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, ks, sim.world)
     n_bad, n_banned = max(3, n // 200), max(5, n // 100)

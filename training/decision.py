@@ -50,7 +50,7 @@ PARAMS = {
 # A higher text score never lowers the spam score: the trees may not learn the wiggles of the
 # text model's calibration (the old model split the text score at 0.0056, 0.0065 and 0.0073,
 # where ham texts score), so tiny score changes cannot flip a decision the wrong way.
-MONOTONE_INCREASING = frozenset({"text_spam_prob"})
+MONOTONE_INCREASING = frozenset({"text_spam_prob", "text_ngram_spam_prob"})
 DEGRADED_TEXT_SHARE = 0.05  # rows trained without a text score, as when Triton is down
 DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis is down
 
@@ -82,20 +82,34 @@ def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], Labels]:
     return rest, np.array([sim[p.msg.offset].label for p in rest])
 
 
-def feature_rows(posts: Sequence[Post], world: World, text_probs: Sequence[float | None]) -> FloatArray:
+def feature_rows(
+    posts: Sequence[Post],
+    world: World,
+    text_probs: Sequence[float | None],
+    ngram_probs: Sequence[float | None] | None = None,
+) -> FloatArray:
     # In time order, as the stream would count them.
     order = sorted(range(len(posts)), key=lambda i: posts[i].event.created_at)
     counted = asyncio.run(enrich([posts[i] for i in order], DictStore(world.hashes), KS, snapshot_ttl_s=1))
     profiles: list[Profile] = [Profile()] * len(posts)
     for rank, i in enumerate(order):
         profiles[i] = counted[rank]
-    return np.array([assemble(facts_of(p), pr, tp) for p, pr, tp in zip(posts, profiles, text_probs, strict=True)])
+    ngram = ngram_probs or [None] * len(posts)
+    return np.array(
+        [assemble(facts_of(p), pr, tp, ng) for p, pr, tp, ng in zip(posts, profiles, text_probs, ngram, strict=True)]
+    )
 
 
-def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer) -> FloatArray:
+def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer, ngram: Scorer | None = None) -> FloatArray:
     texts = sorted({p.text for p in posts})
     probs = dict(zip(texts, (float(x) for x in scorer(texts)), strict=True))
-    return feature_rows(posts, world, [probs[p.text] for p in posts])
+    ngram_probs = dict(zip(texts, (float(x) for x in ngram(texts)), strict=True)) if ngram else None
+    return feature_rows(
+        posts,
+        world,
+        [probs[p.text] for p in posts],
+        [ngram_probs[p.text] for p in posts] if ngram_probs else None,
+    )
 
 
 def choose_thresholds(y: Labels, p: FloatArray, block_precision: float = 0.99, allow_npv: float = 0.995) -> Thresholds:
@@ -228,6 +242,7 @@ def train_decision(
     text_version: str = "unknown",
     monotone: bool = True,
     signals: bool = True,
+    ngram: Scorer | None = None,
 ) -> DecisionModelCard:
     """Train on simulated posts around ``val_texts``; report on fresh ones around ``test_texts``.
 
@@ -248,7 +263,7 @@ def train_decision(
         ("test", test_texts, n_posts // 4),
     ):
         posts, y = to_posts(sim.posts(examples, n), sim.world)
-        x = scored_rows(posts, sim.world, scorer)
+        x = scored_rows(posts, sim.world, scorer, ngram)
         if not signals:
             x[:, [FEATURES.index(f) for f in SIGNALS]] = np.nan
         parts[name] = (x, y)

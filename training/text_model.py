@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import random
 import shutil
 import time
@@ -29,7 +30,8 @@ from rich.progress import TaskID
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from training import plots
-from training.corpus import load_spamassassin
+from training.ngram_model import train_ngram
+from training.posts import data_card, post_splits
 from training.text_base import init_model
 from training.text_export import export_onnx, parity, quantize_int8
 from training.text_scoring import (
@@ -44,11 +46,11 @@ from training.text_scoring import (
     score_texts,
     session,
 )
-from training.textdata import Splits, data_hash, load_labeled, split
+from training.textdata import Example, Splits, data_hash, load_labeled, split
 from workers.cards import CARD_FILE, TextModelCard
 from workers.textenc import TextEncoder, spam_prob
 
-# Defaults for the stock SpamAssassin run: ~10 min on a 2-core CPU, test F1 >= 0.95.
+# Defaults for the stock run on the default posts (training.posts): ~10 min on a 2-core CPU.
 DEFAULT_EPOCHS = 2
 DEFAULT_MAX_LENGTH = 64
 DEFAULT_SEED = 13
@@ -59,6 +61,9 @@ PARITY_TOLERANCE = 1e-3
 INT8_MAX_F1_DROP = 0.005
 TRAIN_EVAL_SAMPLE = 1000
 CALIBRATION_TEXTS = 256  # training texts that set the int8 activation scales
+DATA_CARD_FILE = "data_card.json"
+# Evaluated with every model, never trained on: the issue's reference examples and casual posts.
+EVAL_SETS = {name: Path(__file__).parent / "data" / f"{name}.csv" for name in ("reference", "casual")}
 
 
 def _bf16_supported() -> bool:
@@ -169,15 +174,20 @@ def _train_loop(
     }
 
 
+def eval_sets() -> dict[str, list[Example]]:
+    return {name: load_labeled(path, min_per_class=0) for name, path in EVAL_SETS.items()}
+
+
 def _export_and_evaluate(
     model: PreTrainedModel, encoder: TextEncoder, splits: Splits, out: Path, seed: int
 ) -> dict[str, Any]:
-    """Export fp32 and int8 ONNX, check parity, score every split with both and pick the
-    serving file; returns the card's evaluation fields."""
+    """Export fp32 and int8 ONNX, check parity, score every split and evaluation set with both
+    and pick the serving file; returns the card's evaluation fields."""
     fp32_path = export_onnx(model, out / "model.onnx")
     fp32 = session(fp32_path, threads=2)
+    held_out = "test" if splits.test else "val"  # without --test, --data keeps no test split
     # Parity on texts spread over the length range, so the batch really contains padding.
-    by_length = sorted((e.text for e in splits.test), key=len)
+    by_length = sorted((e.text for e in getattr(splits, held_out)), key=len)
     max_diff = parity(model, fp32, encoder, by_length[:: max(1, len(by_length) // SCORE_BATCH)])
     if max_diff > PARITY_TOLERANCE:
         raise RuntimeError(f"ONNX export mismatch: max |logit diff| {max_diff:.2e} > {PARITY_TOLERANCE:.0e}")
@@ -190,7 +200,8 @@ def _export_and_evaluate(
     named = {
         "train": random.Random(seed).sample(splits.train, min(len(splits.train), TRAIN_EVAL_SAMPLE)),
         "val": splits.val,
-        "test": splits.test,
+        **eval_sets(),
+        **({"test": splits.test} if splits.test else {}),
     }
     split_metrics: dict[str, dict[str, Any]] = {"fp32": {}, "int8": {}}
     seconds: dict[str, float] = {}
@@ -200,31 +211,33 @@ def _export_and_evaluate(
             texts = [e.text for e in part]
             started = time.perf_counter()
             scores = score_texts(sess, encoder, texts, show_progress=True)
-            if name == "test":
+            if name == held_out:
                 seconds[precision] = time.perf_counter() - started
-                test_scores[precision] = scores
+            test_scores[f"{precision}/{name}"] = scores
             split_metrics[precision][name] = metrics([e.label for e in part], scores)
 
-    f1_drop = split_metrics["fp32"]["test"]["f1"] - split_metrics["int8"]["test"]["f1"]
+    f1_drop = split_metrics["fp32"][held_out]["f1"] - split_metrics["int8"][held_out]["f1"]
     keep_int8 = f1_drop <= INT8_MAX_F1_DROP
-    serving, serving_scores = (int8_path, test_scores["int8"]) if keep_int8 else (fp32_path, test_scores["fp32"])
+    serving, precision = (int8_path, "int8") if keep_int8 else (fp32_path, "fp32")
     file_bytes = {"model.onnx": fp32_path.stat().st_size, "model.int8.onnx": int8_path.stat().st_size}
     if not keep_int8:
         int8_path.unlink()
 
-    y_test = [e.label for e in splits.test]
-    plots.pr_curve(y_test, serving_scores, out / "pr_curve.png", title=f"Text model, test split ({serving.name})")
-    plots.confusion(
-        y_test, (serving_scores >= THRESHOLD).astype(int), out / "confusion.png", title="Text model, test split"
-    )
+    # The plots cover everything held out: the test split and the evaluation sets.
+    shown = [held_out, *EVAL_SETS]
+    y = [e.label for name in shown for e in named[name]]
+    scores = np.concatenate([test_scores[f"{precision}/{name}"] for name in shown])
+    title = f"Text model, {' + '.join(shown)}"
+    plots.pr_curve(y, scores, out / "pr_curve.png", title=f"{title} ({serving.name})")
+    plots.confusion(y, (scores >= THRESHOLD).astype(int), out / "confusion.png", title=title)
     return {
         "version": _file_hash(serving)[:12],
         "serving_model": serving.name,
         "file_bytes": file_bytes,
         "metrics": split_metrics,
         "int8": {
-            "test_f1_fp32": split_metrics["fp32"]["test"]["f1"],
-            "test_f1_int8": split_metrics["int8"]["test"]["f1"],
+            "test_f1_fp32": split_metrics["fp32"][held_out]["f1"],
+            "test_f1_int8": split_metrics["int8"][held_out]["f1"],
             "f1_drop": f1_drop,
             "max_f1_drop": INT8_MAX_F1_DROP,
             "kept": keep_int8,
@@ -252,11 +265,13 @@ def train_text(
     patience: int = 2,
     bf16: bool | None = None,
     freeze_embeddings: bool = True,
+    test: Path | None = None,
 ) -> TextModelCard:
     """Fine-tune, export and evaluate the content model into ``out``; returns the card.
 
-    ``data``: a labelled CSV/JSONL/Parquet file, or None for the SpamAssassin corpus
-    (fetched into and read from ``cache``).
+    ``data``: a labelled CSV/JSONL/Parquet file, split 90/10 into train and validation
+    (early stopping) when ``test`` (an external labelled file) is given, else 80/10/10;
+    or None for the default posts (:mod:`training.posts`, fetched into ``cache``).
     ``bf16``: bfloat16 autocast for training (None = when the CPU supports it natively;
     ~1.5x faster on AVX512-BF16/AMX). Exports are always float32.
     ``freeze_embeddings``: keep the word-embedding matrix fixed. It is half the
@@ -267,8 +282,14 @@ def train_text(
     out = Path(out)
     _seed_everything(seed)
     torch.set_num_threads(cpu_count())
-    examples = load_labeled(data) if data else load_spamassassin(cache)
-    splits = split(examples, seed)
+    if data is None:
+        splits = post_splits(cache, seed)
+    elif test is None:
+        splits = split(load_labeled(data), seed)
+    else:
+        own = split(load_labeled(data), seed, test_fraction=0.0)
+        splits = Splits(own.train, own.val, load_labeled(test, min_per_class=0))
+    examples = splits.train + splits.val + splits.test
     init = init_model(base)
     model = init.model
     bf16 = _bf16_supported() if bf16 is None else bf16
@@ -279,6 +300,10 @@ def train_text(
     init.tokenizer.save_pretrained(hf_dir)
     shutil.copyfile(hf_dir / "tokenizer.json", out / "tokenizer.json")
     encoder = TextEncoder(out / "tokenizer.json", max_length)
+    if data is None:
+        (out / DATA_CARD_FILE).write_text(json.dumps(data_card(splits), indent=2) + "\n")
+    ngram_started = time.perf_counter()
+    ngram = train_ngram(splits, out, seed) | {"train_seconds": time.perf_counter() - ngram_started}
 
     model.get_input_embeddings().weight.requires_grad_(not freeze_embeddings)
     train_started = time.perf_counter()
@@ -306,9 +331,10 @@ def train_text(
         serving_model=evaluation.pop("serving_model"),
         base=init.name,
         architecture=type(model).__name__,
-        data=str(data) if data else "spamassassin",
+        data=str(data) if data else "posts (see data_card.json)",
         data_hash=data_hash(examples),
         split_sizes={"train": len(splits.train), "val": len(splits.val), "test": len(splits.test)},
+        ngram=ngram,
         param_count=sum(p.numel() for p in model.parameters()),
         max_length=max_length,
         epochs=epochs,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,25 +132,47 @@ def _rank(text: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}\x00{text}".encode()).hexdigest()
 
 
-def split(examples: Sequence[Example], seed: int) -> Splits:
-    """Deterministic stratified 80/10/10 split keyed on (seed, text) only.
+def _text(e: Example) -> str:
+    return e.text
+
+
+def split(
+    examples: Sequence[Example],
+    seed: int,
+    group: Callable[[Example], str] = _text,
+    test_fraction: float = TEST_FRACTION,
+) -> Splits:
+    """Deterministic stratified 80/10/10 split keyed on (seed, text) only
+    (90/10/0 with ``test_fraction=0``, when the test set is an external file).
 
     Each class is ordered by a hash of its texts and cut into test, val and train,
-    so the result does not depend on file order, process or platform.
+    so the result does not depend on file order, process or platform. ``group``
+    keeps examples that share a key (pieces of one source message) on one side: they
+    are ordered by the key's hash and each cut moves to the end of its group.
     """
     train: list[Example] = []
     val: list[Example] = []
     test: list[Example] = []
     for label in (HAM, SPAM):
-        group = sorted((e for e in examples if e.label == label), key=lambda e: _rank(e.text, seed))
-        n = len(group)
+        group_of = [(_rank(group(e), seed), _rank(e.text, seed), e) for e in examples if e.label == label]
+        ordered = [(key, e) for key, _, e in sorted(group_of, key=lambda t: t[:2])]
+        n = len(ordered)
         # Tiny classes still put one example in val and test when they can spare it.
-        n_test = max(1, round(n * TEST_FRACTION)) if n >= 3 else 0
+        n_test = max(1, round(n * test_fraction)) if n >= 3 and test_fraction else 0
         n_val = max(1, round(n * VAL_FRACTION)) if n >= 3 else 0
-        test += group[:n_test]
-        val += group[n_test : n_test + n_val]
-        train += group[n_test + n_val :]
+        cut_test = _group_end(ordered, n_test)
+        cut_val = _group_end(ordered, max(cut_test + 1, n_test + n_val) if n_val else cut_test)
+        test += [e for _, e in ordered[:cut_test]]
+        val += [e for _, e in ordered[cut_test:cut_val]]
+        train += [e for _, e in ordered[cut_val:]]
     return Splits(train=train, val=val, test=test)
+
+
+def _group_end(ordered: Sequence[tuple[str, Example]], cut: int) -> int:
+    """``cut`` moved forward past the rest of the group it falls in."""
+    while 0 < cut < len(ordered) and ordered[cut][0] == ordered[cut - 1][0]:
+        cut += 1
+    return min(cut, len(ordered))
 
 
 def data_hash(examples: Iterable[Example]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -78,6 +78,7 @@ class TextModelCard(_Card):
     data: str | None = None
     data_hash: str | None = None
     split_sizes: dict[str, int] | None = None
+    ngram: dict[str, Any] | None = None  # the character n-gram model's report (ngram.npz beside)
     param_count: int | None = None
     epochs: int | None = None
     batch_size: int | None = None

@@ -2,7 +2,8 @@
 
 Training and the worker both build rows through :func:`assemble`, and the worker
 refuses a model trained against another contract. Missing data stays NaN: a new
-user has no history, and a degraded verdict has no text score.
+user has no history, and a degraded verdict has no transformer text score (it keeps the
+n-gram one, which the worker computes itself).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from workers.signals import SIGNALS
 
 FEATURES: tuple[str, ...] = (
     "text_spam_prob",
+    # The worker's own character n-gram model (workers/ngram.py): present even when Triton is down.
+    "text_ngram_spam_prob",
     "text_chars",
     "has_link_text",
     "has_media_text",
@@ -109,11 +112,14 @@ def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float,
     return float(len(steps)), float(offsets[-1]), float(min(gaps)) if gaps else NAN, 0.0
 
 
-def assemble(facts: PostFacts, profile: Profile, text_prob: float | None) -> list[float]:
+def assemble(
+    facts: PostFacts, profile: Profile, text_prob: float | None, ngram_prob: float | None = None
+) -> list[float]:
     """One feature row, in FEATURES order."""
     u, url, d, ip, now = profile.user, profile.url, profile.domain, profile.ip, facts.created_at
     row = [
         NAN if text_prob is None else text_prob,
+        NAN if ngram_prob is None else ngram_prob,
         float(facts.text_chars),
         float(facts.has_link_text),
         float(facts.has_media_text),

@@ -19,6 +19,7 @@ from workers.keyspace import Keyspace
 from workers.lag import READY
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
+from workers.ngram import NGRAM_FILE, NgramModel
 from workers.reload import DecisionReloader, load_challenger
 from workers.shadow import Shadow
 from workers.stages.decide import DecisionModel
@@ -40,6 +41,7 @@ class Loaded:
     encoder: TextEncoder
     text_version: str  # the text card's: a promoted or challenger bundle must have the same
     challenger: DecisionModel | None
+    ngram: NgramModel | None  # the text model's char n-gram companion; None for one trained without
 
 
 def load_models(settings: Settings) -> Loaded:
@@ -50,6 +52,7 @@ def load_models(settings: Settings) -> Loaded:
         text_dir = model_dir / "text"
         card = TextModelCard.load(text_dir)
         encoder = TextEncoder(text_dir / "tokenizer.json", settings.max_tokens or card.max_length)
+        ngram = NgramModel.load(text_dir) if (text_dir / NGRAM_FILE).is_file() else None
     except Exception as exc:  # a card, a contract or a tokenizer that cannot serve: restarting won't help
         raise Misconfigured(f"cannot load the models in {model_dir}: {describe(exc)}") from None
     challenger = None
@@ -58,7 +61,7 @@ def load_models(settings: Settings) -> Loaded:
             challenger = load_challenger(model_dir_or_hint(settings.shadow_model_dir), card.version)
         except Exception as exc:
             raise Misconfigured(f"cannot shadow {settings.shadow_model_dir}: {describe(exc)}") from None
-    return Loaded(decision, encoder, card.version, challenger)
+    return Loaded(decision, encoder, card.version, challenger, ngram)
 
 
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
@@ -99,7 +102,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             else None
         )
         worker = ModerationWorker(
-            settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow, transactions
+            settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow, transactions, loaded.ngram
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s",

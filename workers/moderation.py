@@ -16,6 +16,7 @@ from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
+from workers.ngram import NgramModel
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import DecisionReloader
 from workers.shadow import Shadow
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 # The stage label of a record that failed where no step caught it.
 WORKER_STAGE = "worker"
+NGRAM_STAGE = "ngram"
 
 
 @dataclass
@@ -43,6 +45,7 @@ class ModerationWorker:
     reloader: DecisionReloader | None = None  # picks up a promoted decision model between batches
     shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
     transactions: Transactions | None = None  # exactly-once: outputs and offsets commit together
+    ngram: NgramModel | None = None  # None: a text model without ngram.npz; the feature stays NaN
 
     @property
     def dlq(self) -> DeadLetters:
@@ -118,13 +121,16 @@ class ModerationWorker:
             posts, failures = validate.validate(msgs)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
-        (profiles, no_redis), (probs, no_text) = await asyncio.gather(self._enrich(rest), self._score(rest))
+        (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
+            self._enrich(rest), self._score(rest), self._ngram(rest)
+        )
         with timed(decide.STAGE):
             unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-            decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable)
+            decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable, ngram_probs)
         settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
         if self.shadow is not None:  # after the champion's verdicts are out
-            self.shadow.run(rest, profiles, probs, decided, self.versions(self.shadow.model), unavailable)
+            versions = self.versions(self.shadow.model)
+            self.shadow.run(rest, profiles, probs, ngram_probs, decided, versions, unavailable)
         return settlement
 
     async def _publish(
@@ -177,6 +183,14 @@ class ModerationWorker:
             log.warning("enrich failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("redis").inc(len(posts))
             return [Profile() for _ in posts], True
+
+    async def _ngram(self, posts: list[Post]) -> list[float | None]:
+        """The n-gram model's scores: local, so they need no server and never degrade."""
+        if self.ngram is None:
+            return [None] * len(posts)
+        with timed(NGRAM_STAGE):
+            # In a thread: numpy releases the GIL for the larger steps, and the event loop stays free.
+            return list(map(float, await asyncio.to_thread(self.ngram.spam_prob, [p.text for p in posts])))
 
     async def _score(self, posts: list[Post]) -> tuple[list[float | None], bool]:
         try:

@@ -41,13 +41,14 @@ class Shadow:
         posts: Sequence[Post],
         profiles: Sequence[Profile],
         text_probs: Sequence[float | None],
+        ngram_probs: Sequence[float | None] | None,
         champion: Sequence[Outcome],
         versions: dict[str, str],
         unavailable: Unavailable,
     ) -> None:
         """Decide ``posts`` and publish in the background; never raises."""
         try:
-            outcomes, failures = decide(posts, profiles, text_probs, self.model, versions, unavailable)
+            outcomes, failures = decide(posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs)
         except Exception as exc:
             SHADOW_FAILURES.labels("decide").inc(len(posts))
             log.warning("the challenger failed a batch of %d: %r", len(posts), exc)

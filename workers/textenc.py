@@ -17,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Encoding, Tokenizer
 
+from workers.normalise import normalise
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.floating[Any]]
 
@@ -66,7 +68,11 @@ class TextEncoder:
         self._tok.enable_truncation(max_length=max_length)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, truncated, unpadded (the Rust side runs the batch in parallel)."""
+        """Token ids per normalised text, truncated, unpadded (the Rust side runs the batch in parallel).
+
+        Texts are cut to the most characters truncation can keep before normalising, which
+        bounds the normaliser's cost on long e-mails."""
+        texts = [normalise(t[: self.max_chars]) for t in texts]
         heads = [t[: self.head_chars] for t in texts]
         encodings = self._tok.encode_batch(heads)
         ids = [e.ids for e in encodings]

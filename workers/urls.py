@@ -1,7 +1,7 @@
 """Link extraction and domain matching.
 
 Spam hides links from naive regexes (``hxxp://``, ``http:\\\\host\\path``,
-``evil[.]com``), so text is de-fanged before matching. Registrable domains come
+``evil[.]com``), so text is de-fanged (:func:`workers.normalise.defang`) before matching. Registrable domains come
 from tldextract's bundled public-suffix snapshot: never the network.
 """
 
@@ -16,14 +16,10 @@ from urllib.parse import urlsplit
 
 import tldextract
 
+from workers.normalise import defang
+
 _EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
-_DEFANG = [
-    (re.compile(r"\[\.\]|\(\.\)|\[dot\]|\(dot\)", re.I), "."),
-    (re.compile(r"\bh(?:xx|\*\*)p(s?)\b", re.I), r"http\1"),
-]
-# A scheme followed by any mix of ':' and slashes/backslashes, or a bare "www." host.
-_DEFANG_MARKERS = ("[.]", "(.)", "[dot]", "(dot)", "xxp", "**p")
 _URL = re.compile(r"(?:\bhttps?\s*:\s*[/\\]{1,3}|\bwww\.)[^\s<>\"'()\[\]{}|^`]+", re.I)
 _TRAILING = ".,;:!?*"
 
@@ -35,17 +31,6 @@ class Link:
     domain: str  # registrable domain (or the IP / bare host when there is none)
     suffix: str
     subdomain_depth: int
-
-
-def _defang(text: str) -> str:
-    # Substring checks first: most posts hold no defanged link, and a plain `in` is far
-    # cheaper than a case-insensitive regex scan over a long text.
-    lower = text.lower()
-    if not any(marker in lower for marker in _DEFANG_MARKERS):
-        return text
-    for pattern, repl in _DEFANG:
-        text = pattern.sub(repl, text)
-    return text
 
 
 @lru_cache(maxsize=16_384)  # campaign and popular links repeat across posts
@@ -71,11 +56,11 @@ def _normalise(raw: str) -> Link | None:
 
 def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
     """Explicit URLs first, then those found in the text; de-duplicated, order kept."""
-    text = _defang(text)
+    text = defang(text)
     lower = text.lower()
     found = _URL.finditer(text) if "http" in lower or "www." in lower else ()
     seen: dict[str, Link] = {}
-    for raw in [*map(_defang, explicit), *(m.group(0) for m in found)]:
+    for raw in [*map(defang, explicit), *(m.group(0) for m in found)]:
         link = _normalise(raw)
         if link is not None and link.url not in seen:
             seen[link.url] = link

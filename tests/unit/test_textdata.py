@@ -285,3 +285,20 @@ def test_data_hash_ignores_order_and_ids() -> None:
     renamed = [Example(f"x{i}", e.text, e.label) for i, e in enumerate(reversed(examples))]
     assert data_hash(examples) == data_hash(renamed)
     assert data_hash(examples) != data_hash([*examples[:-1], Example("h4", "ham text 4", 1)])
+
+
+def test_group_split_keeps_each_group_on_one_side() -> None:
+    examples = [
+        Example(f"m{m}#{piece}", f"message {m} piece {piece}", int(m % 3 == 0)) for m in range(90) for piece in range(3)
+    ]
+    parts = split(examples, seed=5, group=lambda e: e.id.split("#")[0])
+    sides = {}
+    for name, part in (("train", parts.train), ("val", parts.val), ("test", parts.test)):
+        for e in part:
+            assert sides.setdefault(e.id.split("#")[0], name) == name
+    assert parts.val and parts.test
+
+
+def test_external_test_file_leaves_no_test_split() -> None:
+    parts = split(corpus(), seed=13, test_fraction=0.0)
+    assert not parts.test and (len(parts.train), len(parts.val)) == (900, 100)

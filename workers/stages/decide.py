@@ -146,13 +146,14 @@ def decide(
     model: DecisionModel,
     model_versions: dict[str, str],
     unavailable: Unavailable,
+    ngram_probs: Sequence[float | None] | None = None,
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on."""
     rows, failures = each(
         STAGE,
-        zip(posts, profiles, text_probs, strict=True),
+        zip(posts, profiles, text_probs, ngram_probs or [None] * len(posts), strict=True),
         lambda x: x[0].msg,
-        lambda x: _Row(x[0], assemble(facts_of(x[0]), x[1], x[2]), x[2]),
+        lambda x: _Row(x[0], assemble(facts_of(x[0]), x[1], x[2], x[3]), x[2]),
     )
     if not rows:
         return [], failures

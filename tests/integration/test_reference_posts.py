@@ -1,0 +1,83 @@
+"""The issue's four reference examples through the whole pipeline on the real stack, with the
+real default models: a brand-new user posting at a human pace."""
+
+from __future__ import annotations
+
+import csv
+import json
+import tempfile
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from rich.console import Console
+
+from modstream.artifacts import ensure_models
+from modstream.demo import WorkerThread, worker_settings
+from modstream.replay import Collector, Record, produce_all
+from modstream.stack import LocalStack, create_topics
+from modstream.triton_repo import build_repo
+from workers.keyspace import Keyspace
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REFERENCE = Path(__file__).resolve().parents[2] / "training" / "data" / "reference.csv"
+# Open the composer, type for a while, pause, submit: what a person does.
+HUMAN_JOURNEY = [
+    {"name": "open_composer", "offset_ms": 0},
+    {"name": "type", "offset_ms": 4_200},
+    {"name": "type", "offset_ms": 11_800},
+    {"name": "submit", "offset_ms": 16_500},
+]
+
+
+def reference_posts() -> list[tuple[str, str, str]]:
+    with REFERENCE.open(encoding="utf-8") as f:
+        return [(row["id"].replace(":", "-"), row["text"], row["label"]) for row in csv.DictReader(f)]
+
+
+def test_reference_examples_get_the_right_verdicts() -> None:
+    models = ensure_models(Console(stderr=True))
+    now = datetime.now(UTC)
+    posts = reference_posts()
+    with tempfile.TemporaryDirectory(prefix="modstream-ref-") as tmp:
+        repo = build_repo("cpu-embedded", models.text, Path(tmp) / "triton_repo")
+        with LocalStack(Path(tmp) / "stack", repo) as ep:
+            run = uuid.uuid4().hex[:8]
+            settings = worker_settings(ep, models.bundle, run)
+            create_topics(
+                ep.kafka_bootstrap, {settings.input_topic: 1, settings.output_topic: 1, settings.dlq_topic: 1}
+            )
+            ks = Keyspace(settings.redis_prefix)
+            r = redis.Redis.from_url(ep.redis_url)
+            records = []
+            for i, (pid, text, _) in enumerate(posts):
+                user = f"new-{run}-{i}"  # each its own account, created a day ago, no history
+                r.hset(ks.user(user), mapping={"created_at": str(int((now - timedelta(days=1)).timestamp()))})
+                event = {
+                    "post_id": pid,
+                    "user_id": user,
+                    "created_at": now.isoformat().replace("+00:00", "Z"),
+                    "text": text,
+                    "ip": f"198.51.100.{10 + i}",
+                    "platform": "web",
+                    "journey": HUMAN_JOURNEY,
+                }
+                records.append(Record(pid, json.dumps(event).encode(), None))
+            collector = Collector(settings, f"ref-collector-{run}")
+            worker = WorkerThread(settings)
+            try:
+                produce_all(settings, records)
+                assert collector.wait_for([rec.key for rec in records], 180), "not every post got a verdict"
+            finally:
+                worker.close()
+                collector.close()
+    verdicts = collector.outcomes.verdicts
+    for pid, text, label in posts:
+        decision = verdicts[pid].decision
+        if label == "spam":
+            assert decision != "allow", f"spam allowed: {text!r} ({verdicts[pid].stage_scores})"
+        else:
+            assert decision != "block", f"ham blocked: {text!r} ({verdicts[pid].stage_scores})"

@@ -1,0 +1,51 @@
+"""The worker-side char n-gram model: stable hashing, a save/load round trip, and that training
+(sklearn) and serving (numpy) agree on the probabilities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.ngram_model import train_ngram
+from training.textdata import Example, Splits
+from workers.ngram import N_BUCKETS, NGRAM_FILE, NgramModel, ngram_ids, tfidf_row
+
+
+def test_ngram_ids_are_deterministic_and_in_range() -> None:
+    ids = ngram_ids("free money now")
+    assert ids.dtype == np.int64 and len(ids) > 0
+    assert ids.min() >= 0 and ids.max() < N_BUCKETS
+    # " free money now " has 16 characters: 15 + 14 + 13 + 12 n-grams of lengths 2 to 5.
+    assert len(ids) == 15 + 14 + 13 + 12
+    assert np.array_equal(ids, ngram_ids("free money now"))
+    assert len(ngram_ids("")) == 2 - 1  # just the padding bigram "  "
+
+
+def test_obfuscated_text_has_the_plain_texts_features() -> None:
+    assert np.array_equal(ngram_ids("FR\u200bEE m0ney"), ngram_ids("free money"))
+
+
+def test_tfidf_row_is_l2_normalised() -> None:
+    _, values = tfidf_row("win a free prize today", np.ones(N_BUCKETS, dtype=np.float32))
+    assert np.linalg.norm(values) == pytest.approx(1.0, abs=1e-5)
+
+
+def _examples(label: int, texts: list[str]) -> list[Example]:
+    return [Example(f"{label}-{i}", t, label) for i, t in enumerate(texts)]
+
+
+SPAM = [f"win a free {p} now, click http://prize{i}.example" for i, p in enumerate(["iphone", "car", "trip"] * 8)]
+HAM = [f"see you at {p} tomorrow, {i} of us are going" for i, p in enumerate(["lunch", "practice", "church"] * 8)]
+
+
+def test_trained_model_separates_and_round_trips(tmp_path: Path) -> None:
+    data = _examples(1, SPAM) + _examples(0, HAM)
+    splits = Splits(train=data, val=data[::3], test=data[1::3])
+    report = train_ngram(splits, tmp_path, seed=1)
+    assert (tmp_path / NGRAM_FILE).is_file()
+    assert report["metrics"]["test"]["f1"] == 1.0
+    model = NgramModel.load(tmp_path)
+    probs = model.spam_prob(["win a free iphone now, click http://prize99.example", "see you at lunch tomorrow"])
+    assert probs[0] > 0.5 > probs[1]

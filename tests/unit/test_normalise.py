@@ -1,0 +1,91 @@
+"""The normaliser against an adversarial set: each obfuscation must come back to the plain form,
+and ordinary posts must pass through unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workers.normalise import defang, normalise, unleet
+from workers.textenc import TextEncoder
+
+ADVERSARIAL = [
+    # Homoglyphs: Cyrillic і, с, о and Greek ο inside Latin words.
+    ("Mі\u0441r\u043es\u03bfft account", "Microsoft account"),
+    ("\u0440\u0430ypal login", "paypal login"),  # Cyrillic р and а
+    # Zero-width and invisible characters splitting words.
+    ("fr\u200bee mo\u200dney", "free money"),
+    ("cl\u2060ick\ufeff here", "click here"),
+    ("vi\u00adagra", "viagra"),  # soft hyphen
+    # Compatibility forms NFKC folds: fullwidth and mathematical letters.
+    ("\uff26\uff32\uff25\uff25 gift", "FREE gift"),
+    ("\U0001d41f\U0001d42b\U0001d41e\U0001d41e \U0001d426\U0001d428\U0001d427\U0001d41e\U0001d432", "free money"),
+    # Diacritics used as decoration.
+    ("V\u00efagr\u00e0 ch\u00eaap", "Viagra cheap"),
+    # Leetspeak.
+    ("get fr33 v1agra n0w", "get free viagra now"),
+    ("c@$h pr1ze, b@nk d3tails", "cash prize, bank details"),
+    # Defanged links.
+    ("hxxp://evil[.]com/login", "http://evil.com/login"),
+    ("hxxps://bad(dot)example(.)net", "https://bad.example.net badexample"),
+    ("visit http:\\\\www.example.com\\update now", "visit http://www.example.com/update now"),
+    # A brand split across host labels is rejoined.
+    (
+        "Click here to update. http:\\\\www.micr.osoftr.com\\update",
+        "Click here to update. http://www.micr.osoftr.com/update microsoftr",
+    ),
+]
+
+UNCHANGED = [
+    "happy birthday mom! love you",
+    "see you at the standup tomorrow",
+    "Selling my old bike, 50 bucks, pickup only, DM me",
+    "Americans who haven't had covid-19 are now officially in the minority.",
+    "meeting at 3pm, bring the 4k monitor and the mp3 player; call 555-0134",
+    "mail me at jo3@ex4mple.com or @jo3 on here",
+    "\u043f\u0440\u0438\u0432\u0435\u0442, \u043a\u0430\u043a \u0434\u0435\u043b\u0430?",  # real Russian stays Cyrillic
+    "\u03ba\u03b1\u03bb\u03b7\u03bc\u03b5\u03c1\u03b1",  # real Greek stays Greek (accents go: see _strip_marks)
+    "price $100, 20% off",
+    "https://example.com/a/b?q=1",
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), ADVERSARIAL)
+def test_obfuscation_is_undone(raw: str, expected: str) -> None:
+    assert normalise(raw) == expected
+
+
+@pytest.mark.parametrize("text", UNCHANGED)
+def test_ordinary_posts_pass_through(text: str) -> None:
+    assert normalise(text) == text
+
+
+def test_obfuscated_and_plain_spam_normalise_alike() -> None:
+    plain = "Your Microsoft account has been compromised, click here http://microsoft-help.com"
+    obfuscated = (
+        "Your M\u0456cr0s\u200boft acc\u043eunt has been c\u043empr\u00f6mised, cl1ck here hxxp://microsoft-help[.]com"
+    )
+    assert normalise(obfuscated) == plain
+
+
+def test_defang_leaves_text_without_markers() -> None:
+    assert defang("a plain sentence.") == "a plain sentence."
+
+
+def test_unleet_keeps_email_addresses() -> None:
+    assert unleet("write to b0b@m4il.com, b0bby") == "write to b0b@m4il.com, bobby"
+
+
+@given(st.text(max_size=200))
+def test_idempotent_and_total(text: str) -> None:
+    once = normalise(text)
+    assert normalise(once) == once
+
+
+def test_the_worker_encoder_sees_the_normalised_text(tokenizer_json: Path) -> None:
+    encoder = TextEncoder(tokenizer_json, 64)
+    plain, obfuscated = encoder.tokenize(["free viagra at http://evil.com", "FR\u200bEE v1agra at hxxp://evil[.]com"])
+    assert obfuscated == plain

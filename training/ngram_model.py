@@ -1,0 +1,72 @@
+"""Training the character n-gram model (:mod:`workers.ngram`) beside the transformer.
+
+Features come from the worker's own :func:`workers.ngram.tfidf_row`, so the weights
+fit exactly what the worker computes. The regularisation strength is chosen on the
+validation split; the test split is only scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp  # type: ignore[import-untyped]  # no stubs in the environment
+from sklearn.linear_model import LogisticRegression
+
+from training.text_scoring import metrics
+from training.textdata import Example, Splits
+from workers.ngram import N_BUCKETS, NgramModel, ngram_ids, tfidf_row
+
+C_GRID = (1.0, 4.0, 16.0, 64.0)
+
+
+def _idf(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Smoothed idf per bucket, as sklearn's TfidfVectorizer computes it."""
+    df = np.zeros(N_BUCKETS, dtype=np.float64)
+    for text in texts:
+        df[np.unique(ngram_ids(text))] += 1
+    return np.asarray(np.log((1 + len(texts)) / (1 + df)) + 1, dtype=np.float32)
+
+
+def _matrix(texts: Sequence[str], idf: npt.NDArray[np.float32]) -> sp.csr_matrix:
+    rows = [tfidf_row(t, idf) for t in texts]
+    indptr = np.cumsum([0, *(len(ids) for ids, _ in rows)])
+    indices = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
+    data = np.concatenate([v for _, v in rows]) if rows else np.zeros(0, dtype=np.float32)
+    return sp.csr_matrix((data, indices, indptr), shape=(len(texts), N_BUCKETS))
+
+
+def _labels(part: Sequence[Example]) -> npt.NDArray[np.int64]:
+    return np.array([e.label for e in part], dtype=np.int64)
+
+
+def train_ngram(splits: Splits, out: Path, seed: int) -> dict[str, Any]:
+    """Fit on train, pick C on val F1, save ``ngram.npz`` into ``out``; returns the card's report."""
+    idf = _idf([e.text for e in splits.train])
+    x_train = _matrix([e.text for e in splits.train], idf)
+    x_val = _matrix([e.text for e in splits.val], idf)
+    y_train, y_val = _labels(splits.train), _labels(splits.val)
+    best: tuple[float, float, LogisticRegression] | None = None
+    val_f1: dict[str, float] = {}
+    for c in C_GRID:
+        clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(x_train, y_train)
+        f1 = metrics(y_val, clf.predict_proba(x_val)[:, 1])["f1"]
+        val_f1[str(c)] = f1
+        if best is None or f1 > best[0]:
+            best = (f1, c, clf)
+    assert best is not None
+    _, c, clf = best
+    model = NgramModel(idf, clf.coef_[0].astype(np.float32), float(clf.intercept_[0]))
+    model.save(out)
+    return {
+        "c": c,
+        "val_f1_by_c": val_f1,
+        "n_buckets": N_BUCKETS,
+        "metrics": {
+            name: metrics(_labels(part), model.spam_prob([e.text for e in part]))
+            for name, part in (("val", splits.val), ("test", splits.test))
+        },
+    }
