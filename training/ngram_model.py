@@ -1,6 +1,6 @@
 """Training the character n-gram model (:mod:`workers.ngram`) beside the transformer.
 
-Features come from the worker's own :func:`workers.ngram.tfidf_row`, so the weights
+Features come from the worker's own :func:`workers.ngram.tfidf_rows`, so the weights
 fit exactly what the worker computes. The regularisation strength is chosen on the
 validation split; the test split is only scored.
 """
@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 
 from training.text_scoring import metrics
 from training.textdata import Example, Splits
-from workers.ngram import N_BUCKETS, NgramModel, ngram_ids, tfidf_row
+from workers.ngram import N_BUCKETS, NgramModel, tfidf_rows
 
 C_GRID = (1.0, 4.0, 16.0, 64.0)
 
@@ -26,17 +26,22 @@ C_GRID = (1.0, 4.0, 16.0, 64.0)
 def _idf(texts: Sequence[str]) -> npt.NDArray[np.float32]:
     """Smoothed idf per bucket, as sklearn's TfidfVectorizer computes it."""
     df = np.zeros(N_BUCKETS, dtype=np.float64)
-    for text in texts:
-        df[np.unique(ngram_ids(text))] += 1
+    for chunk in _chunks(texts):
+        df += np.bincount(tfidf_rows(chunk, np.ones(N_BUCKETS, dtype=np.float32))[1], minlength=N_BUCKETS)
     return np.asarray(np.log((1 + len(texts)) / (1 + df)) + 1, dtype=np.float32)
 
 
 def _matrix(texts: Sequence[str], idf: npt.NDArray[np.float32]) -> sp.csr_matrix:
-    rows = [tfidf_row(t, idf) for t in texts]
-    indptr = np.cumsum([0, *(len(ids) for ids, _ in rows)])
-    indices = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
-    data = np.concatenate([v for _, v in rows]) if rows else np.zeros(0, dtype=np.float32)
-    return sp.csr_matrix((data, indices, indptr), shape=(len(texts), N_BUCKETS))
+    parts = []
+    for chunk in _chunks(texts):
+        rows, ids, values = tfidf_rows(chunk, idf)
+        parts.append(sp.csr_matrix((values, (rows, ids)), shape=(len(chunk), N_BUCKETS)))
+    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, N_BUCKETS), dtype=np.float32)
+
+
+def _chunks(texts: Sequence[str], size: int = 2048) -> list[Sequence[str]]:
+    """Batches small enough that the per-occurrence arrays stay a few tens of MB."""
+    return [texts[i : i + size] for i in range(0, len(texts), size)]
 
 
 def _labels(part: Sequence[Example]) -> npt.NDArray[np.int64]:

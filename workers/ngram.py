@@ -4,7 +4,7 @@ A TF-IDF (sublinear tf, l2-normalised) of hashed character 2-5-grams of the
 normalised, lower-cased text, scored by a logistic regression. Hashing replaces a
 vocabulary, so the exported model is two float arrays in an ``.npz``, and the
 worker needs neither sklearn nor torch; training (:mod:`training.ngram_model`)
-builds its matrices through :func:`ngram_ids` too, so both compute the same features.
+builds its matrices through :func:`tfidf_rows` too, so both compute the same features.
 It needs no server, so degraded verdicts (Triton down) still have it.
 """
 
@@ -28,35 +28,51 @@ _PRIME = np.uint64(1_000_003)
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing spreads the polynomial hash over the bits
 
 
-def ngram_ids(text: str) -> npt.NDArray[np.int64]:
-    """Bucket ids of every character n-gram of the normalised text, one per occurrence.
+def _occurrences(texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(row, bucket id)`` of every character n-gram occurrence of each normalised text.
 
-    A polynomial rolling hash over code points, vectorised per n (uint64 arithmetic
-    wraps, which is what a hash wants).
+    A polynomial rolling hash over code points, vectorised per n over the whole batch at once
+    (uint64 arithmetic wraps, which is what a hash wants); an n-gram running past its text's
+    end into the next one is dropped.
     """
-    padded = f" {normalise(text[:MAX_CHARS]).lower()} "
-    cp = np.frombuffer(padded.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    padded = [f" {normalise(t[:MAX_CHARS]).lower()} " for t in texts]
+    lengths = np.fromiter(map(len, padded), dtype=np.int64, count=len(padded))
+    cp = np.frombuffer("".join(padded).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    row = np.repeat(np.arange(len(padded), dtype=np.int64), lengths)
+    end = np.repeat(np.cumsum(lengths), lengths)  # where each position's text ends
     lo, hi = NGRAM_RANGE
     h = np.zeros(len(cp), dtype=np.uint64)
-    out = []
+    rows, ids = [], []
     with np.errstate(over="ignore"):
         for n in range(1, hi + 1):
             if len(cp) < n:
                 break
             h = h[: len(cp) - n + 1] * _PRIME + cp[n - 1 :]
             if n >= lo:
-                out.append(((h ^ np.uint64(n)) * _MIX) >> np.uint64(40))
-    if not out:
-        return np.zeros(0, dtype=np.int64)
-    return np.asarray(np.concatenate(out) % np.uint64(N_BUCKETS), dtype=np.int64)
+                inside = np.arange(len(h)) + n <= end[: len(h)]
+                rows.append(row[: len(h)][inside])
+                ids.append(((h[inside] ^ np.uint64(n)) * _MIX) >> np.uint64(40))
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(rows), np.asarray(np.concatenate(ids) % np.uint64(N_BUCKETS), dtype=np.int64)
 
 
-def tfidf_row(text: str, idf: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """(bucket ids, l2-normalised sublinear tf-idf weights) of one text: a sparse row."""
-    ids, counts = np.unique(ngram_ids(text), return_counts=True)
+def ngram_ids(text: str) -> npt.NDArray[np.int64]:
+    """Bucket ids of every character n-gram of one normalised text, one per occurrence."""
+    return _occurrences([text])[1]
+
+
+def tfidf_rows(
+    texts: Sequence[str], idf: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The l2-normalised sublinear tf-idf rows of ``texts`` as sparse ``(row, bucket id, weight)``
+    triples, ordered by row, then bucket."""
+    rows, ids = _occurrences(texts)
+    keys, counts = np.unique(rows * N_BUCKETS + ids, return_counts=True)
+    rows, ids = keys // N_BUCKETS, keys % N_BUCKETS
     values = ((1.0 + np.log(counts)) * idf[ids]).astype(np.float32)
-    norm = float(np.linalg.norm(values))
-    return ids, values / norm if norm > 0 else values
+    norms = np.sqrt(np.bincount(rows, weights=values.astype(np.float64) ** 2, minlength=len(texts)))
+    return rows, ids, (values / np.where(norms > 0, norms, 1.0)[rows]).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -87,8 +103,6 @@ class NgramModel:
 
     def spam_prob(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
         """Spam probability per text (logistic regression on the tf-idf row)."""
-        logits = np.empty(len(texts), dtype=np.float64)
-        for i, text in enumerate(texts):
-            ids, values = tfidf_row(text, self.idf)
-            logits[i] = float(values @ self.coef[ids]) + self.intercept
-        return 1.0 / (1.0 + np.exp(-logits))
+        rows, ids, values = tfidf_rows(texts, self.idf)
+        logits = np.bincount(rows, weights=values * self.coef[ids], minlength=len(texts)) + self.intercept
+        return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)

@@ -10,7 +10,7 @@ import pytest
 
 from training.ngram_model import train_ngram
 from training.textdata import Example, Splits
-from workers.ngram import N_BUCKETS, NGRAM_FILE, NgramModel, ngram_ids, tfidf_row
+from workers.ngram import N_BUCKETS, NGRAM_FILE, NgramModel, ngram_ids, tfidf_rows
 
 
 def test_ngram_ids_are_deterministic_and_in_range() -> None:
@@ -27,9 +27,21 @@ def test_obfuscated_text_has_the_plain_texts_features() -> None:
     assert np.array_equal(ngram_ids("FR\u200bEE m0ney"), ngram_ids("free money"))
 
 
-def test_tfidf_row_is_l2_normalised() -> None:
-    _, values = tfidf_row("win a free prize today", np.ones(N_BUCKETS, dtype=np.float32))
-    assert np.linalg.norm(values) == pytest.approx(1.0, abs=1e-5)
+def test_tfidf_rows_are_l2_normalised() -> None:
+    rows, _, values = tfidf_rows(["win a free prize today", "", "ok"], np.ones(N_BUCKETS, dtype=np.float32))
+    for r in range(3):
+        assert np.linalg.norm(values[rows == r]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_texts_score_does_not_depend_on_its_batch() -> None:
+    rng = np.random.default_rng(0)
+    model = NgramModel(
+        rng.random(N_BUCKETS, dtype=np.float32), rng.normal(size=N_BUCKETS).astype(np.float32), intercept=-0.3
+    )
+    texts = ["free money now", "", "see you at the standup tomorrow", "x", "WIN a FR\u200bEE prize"]
+    alone = np.concatenate([model.spam_prob([t]) for t in texts])
+    np.testing.assert_allclose(model.spam_prob(texts), alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(model.spam_prob(texts[::-1])[::-1], alone, rtol=0, atol=1e-6)
 
 
 def _examples(label: int, texts: list[str]) -> list[Example]:
