@@ -12,7 +12,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from modstream.demo import WorkerThread
 from modstream.redis_cluster import LocalRedisCluster
+from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from tests.unit.fakes import tiny_decision_model
 from workers.config import Settings
@@ -36,6 +38,19 @@ def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) 
         batch_max_wait_s=0.02,
         **overrides,
     )
+
+
+def run_worker(settings: Settings, records: list[Record], timeout_s: float = 90) -> Collector:
+    """The moderation worker on its own thread until every record has an outcome (or the timeout)."""
+    collector = Collector(settings, f"collector-{settings.group_id}")
+    worker = WorkerThread(settings)
+    try:
+        produce_all(settings, records)
+        assert collector.wait_for([r.key for r in records], timeout_s), "not every record got an outcome"
+    finally:
+        worker.close()
+        collector.close()
+    return collector
 
 
 @pytest.fixture

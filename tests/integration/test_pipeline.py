@@ -28,18 +28,6 @@ def post(pid: str, text: str = "hello there, nice weather", **kw: object) -> Rec
     return Record(pid, event(pid, text, **{"ip": "192.0.2.44", **kw}), None)
 
 
-def run_worker(settings: Settings, records: list[Record]) -> Collector:
-    collector = Collector(settings, f"collector-{settings.group_id}")
-    worker = WorkerThread(settings)
-    try:
-        produce_all(settings, records)
-        assert collector.wait_for([r.key for r in records], 90), "not every record got an outcome"
-    finally:
-        worker.close()
-        collector.close()
-    return collector
-
-
 def triton_inferences(stack: Endpoints) -> int:
     with urllib.request.urlopen(f"http://{stack.triton_http}/v2/models/spam_text/stats", timeout=5) as resp:
         stats = json.load(resp)["model_stats"][0]

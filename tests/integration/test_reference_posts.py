@@ -15,10 +15,11 @@ import redis
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
-from modstream.demo import WorkerThread, worker_settings
-from modstream.replay import Collector, Record, produce_all
+from modstream.demo import worker_settings
+from modstream.replay import Record
 from modstream.stack import LocalStack, create_topics
 from modstream.triton_repo import build_repo
+from tests.integration.conftest import run_worker
 from workers.keyspace import Keyspace
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -66,15 +67,7 @@ def test_reference_examples_get_the_right_verdicts() -> None:
                     "journey": HUMAN_JOURNEY,
                 }
                 records.append(Record(pid, json.dumps(event).encode(), None))
-            collector = Collector(settings, f"ref-collector-{run}")
-            worker = WorkerThread(settings)
-            try:
-                produce_all(settings, records)
-                assert collector.wait_for([rec.key for rec in records], 180), "not every post got a verdict"
-            finally:
-                worker.close()
-                collector.close()
-    verdicts = collector.outcomes.verdicts
+            verdicts = run_worker(settings, records, timeout_s=180).outcomes.verdicts
     for pid, text, label in posts:
         decision = verdicts[pid].decision
         if label == "spam":
