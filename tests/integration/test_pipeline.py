@@ -17,6 +17,7 @@ from modstream.demo import WorkerThread
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
+from tests.integration.conftest import run_worker
 from tests.unit.fakes import event
 from workers.config import Settings
 from workers.features import FEATURES
