@@ -66,11 +66,19 @@ def parity(model: PreTrainedModel, sess: ort.InferenceSession, encoder: TextEnco
     return float(np.abs(expected - actual).max())
 
 
+def _full_length(encoder: TextEncoder, texts: Sequence[str]) -> tuple[IntArray, IntArray]:
+    ids, mask = encoder.encode(texts)
+    width = ((0, 0), (0, encoder.max_length - ids.shape[1]))
+    return np.pad(ids, width), np.pad(mask, width)
+
+
 class _Calibration(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime ships no type hints
     """Encoded batches of calibration texts, in the serving contract's inputs."""
 
     def __init__(self, encoder: TextEncoder, texts: Sequence[str], batch: int = 16) -> None:
-        self._batches = iter([encoder.encode(texts[i : i + batch]) for i in range(0, len(texts), batch)])
+        # Every batch padded to max_length: the percentile calibrater stacks activations of all
+        # batches, so their shapes must agree (padding does not move a row's activations).
+        self._batches = iter([_full_length(encoder, texts[i : i + batch]) for i in range(0, len(texts), batch)])
 
     def get_next(self) -> dict[str, IntArray] | None:
         ids_mask = next(self._batches, None)
