@@ -256,6 +256,8 @@ class Simulator:
         r, out = self.rng, list[SimPost]()
         owed = {0: 0, 1: 0}  # draws a burst already stood for: skipped, so bursts keep the label mix
         for i in r.integers(0, len(examples), size=n):
+            if len(out) >= n:  # bursts can fill the quota before the draws run out
+                break
             ex, start = examples[i], self.now - float(r.uniform(0, span_s))
             if owed[ex.label]:
                 owed[ex.label] -= 1

@@ -42,3 +42,10 @@ def test_banned_posts_are_short_circuited_before_the_model() -> None:
     sims.append(SimPost(sims[0].event.model_copy(update={"post_id": "banned1", "urls": [f"https://x.{banned}/"]}), 1))
     posts, _ = to_posts(sims, sim.world)
     assert posts and all(p.event.post_id != "banned1" for p in posts)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 50, 301])
+def test_posts_gives_exactly_n_posts(n: int) -> None:
+    examples = [Example(f"e{i}", f"text number {i}", i % 2) for i in range(40)]
+    sim = Simulator(3, now=1.8e9, scale=200)
+    assert [len(sim.posts(examples, n)) for _ in range(5)] == [n] * 5
