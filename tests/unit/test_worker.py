@@ -212,17 +212,18 @@ async def test_small_batches_are_split_across_model_instances(encoder: TextEncod
     assert sorted(shape[0] for shape in model.batches) == [2, 2]
 
 
-class FirstCallWaits(FakeTextModel):
-    """The first request hangs until ``gate`` is set, so a later batch can overtake it."""
+class WaitsForWord(FakeTextModel):
+    """A request holding ``word_id`` hangs until ``gate`` is set, so a later batch without the
+    word can overtake it. (Waiting on the first request raced: a later batch's tokens can reach
+    the model first.)"""
 
-    def __init__(self, cheap_id: int, gate: asyncio.Event) -> None:
+    def __init__(self, cheap_id: int, word_id: int, gate: asyncio.Event) -> None:
         super().__init__(cheap_id)
-        self.gate = gate
+        self.word_id, self.gate = word_id, gate
 
     async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        first = not self.batches
         out = await super().logits(input_ids, attention_mask)
-        if first:
+        if (input_ids == self.word_id).any():
             await self.gate.wait()
         return out
 
@@ -240,10 +241,14 @@ class RecordingSource(FakeSource):
 
 
 def overtaking_worker(encoder: TextEncoder, sink: FakeSink) -> tuple[ModerationWorker, RecordingSource, asyncio.Event]:
-    """Batch one ("a", "b") waits in the model for the gate; batch two ("c") runs past it."""
-    source = RecordingSource([msgs(event("a"), event("b")), [InMsg("posts", 0, 2, b"k2", event("c"), 0.0)]])
+    """Batch one ("a", "b": "hello friends") waits in the model for the gate; batch two ("c")
+    runs past it."""
+    source = RecordingSource(
+        [msgs(event("a"), event("b")), [InMsg("posts", 0, 2, b"k2", event("c", "see you soon"), 0.0)]]
+    )
     gate = asyncio.Event()
-    w = make_worker(encoder, [], model=FirstCallWaits(encoder.tokenize(["cheap"])[0][1], gate), sink=sink)
+    cheap_id, friends_id = (encoder.tokenize([word])[0][1] for word in ("cheap", "friends"))
+    w = make_worker(encoder, [], model=WaitsForWord(cheap_id, friends_id, gate), sink=sink)
     w.source = source
     return w, source, gate
 
