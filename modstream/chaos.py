@@ -2,14 +2,15 @@
 
 Each scenario replays posts through a worker process on the embedded stack, injects its
 fault, and counts per post: lost (no verdict, no dead letter), duplicate verdicts, duplicates
-that decided differently, degraded verdicts, the worst time from a fault to the next output,
-and how many times the worker was killed.
+that decided differently, degraded verdicts, the worst and the median time from a fault to
+the next output, and how many times the worker was killed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ class Result:
     disagreeing: int  # posts whose repeated verdicts decided differently
     degraded: int
     recovery_s: float | None  # the worst time from a fault to the next output; None without faults
+    recovery_p50_s: float | None  # the median over the scenario's faults
     crashes: int
 
 
@@ -70,10 +72,18 @@ def next_output_s(collector: Collector, since: float) -> float:
     return min(t for t in stamps if t > since) - since
 
 
+def recovery(seconds: Sequence[float]) -> tuple[float | None, float | None]:
+    """The worst and the median time to recover, over a scenario's faults."""
+    if not seconds:
+        return None, None
+    return round(max(seconds), 2), round(statistics.median(seconds), 2)
+
+
 def tally(name: str, records: Sequence[Record], collector: Collector, recoveries: list[float], crashes: int) -> Result:
     out = collector.outcomes
     keys = {r.key for r in records}
     verdicts = {k: v for k, v in out.verdicts.items() if k in keys}
+    worst, p50 = recovery(recoveries)
     return Result(
         scenario=name,
         posts=len(keys),
@@ -81,7 +91,8 @@ def tally(name: str, records: Sequence[Record], collector: Collector, recoveries
         duplicates=out.duplicates,
         disagreeing=out.disagreeing,
         degraded=sum(v.degraded for v in verdicts.values()),
-        recovery_s=round(max(recoveries), 2) if recoveries else None,
+        recovery_s=worst,
+        recovery_p50_s=p50,
         crashes=crashes,
     )
 
@@ -171,6 +182,7 @@ def kill_feedback(
     finally:
         proc.kill()
         proc.wait()
+    worst, p50 = recovery(recoveries)
     return Result(
         scenario=name,
         posts=len(events),
@@ -178,7 +190,8 @@ def kill_feedback(
         duplicates=sum(max(0, got[k] - n) for k, n in truth.items()),
         disagreeing=sum(got[k] != n for k, n in truth.items()),
         degraded=0,
-        recovery_s=round(max(recoveries), 2),
+        recovery_s=worst,
+        recovery_p50_s=p50,
         crashes=kills,
     )
 
@@ -378,7 +391,17 @@ def run_suite(suite: Suite, s3: Suite | None = None, progress: Callable[[str], o
     return results
 
 
-COLUMNS = ("scenario", "posts", "lost", "duplicates", "disagreeing", "degraded", "recovery_s", "crashes")
+COLUMNS = (
+    "scenario",
+    "posts",
+    "lost",
+    "duplicates",
+    "disagreeing",
+    "degraded",
+    "recovery_s",
+    "recovery_p50_s",
+    "crashes",
+)
 
 
 def table(results: Sequence[Result]) -> str:
