@@ -20,11 +20,11 @@ from modstream.replay import Record
 from modstream.stack import LocalStack, create_topics
 from modstream.triton_repo import build_repo
 from tests.integration.conftest import run_worker
+from training.text_model import EVAL_SETS
 from workers.keyspace import Keyspace
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-DATA = Path(__file__).resolve().parents[2] / "training" / "data"
 # Open the composer, type for a while, pause, submit: what a person does.
 HUMAN_JOURNEY = [
     {"name": "open_composer", "offset_ms": 0},
@@ -35,10 +35,11 @@ HUMAN_JOURNEY = [
 
 
 def evaluation_posts() -> list[tuple[str, str, str]]:
-    """The reference examples and the casual posts: (post id, text, label)."""
+    """Every evaluation set of the text model (the reference examples and the casual posts):
+    (post id, text, label)."""
     posts = []
-    for name in ("reference", "casual"):
-        with (DATA / f"{name}.csv").open(encoding="utf-8") as f:
+    for path in EVAL_SETS.values():
+        with path.open(encoding="utf-8") as f:
             posts += [(row["id"].replace(":", "-"), row["text"], row["label"]) for row in csv.DictReader(f)]
     return posts
 
