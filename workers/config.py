@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     # max_wait for the first record. Batches grow with load instead of waiting to fill.
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
     batch_max_wait_s: Annotated[float, Field(ge=0.001, le=60)] = 0.05
+    # After partitions are assigned (a start, a rebalance), batches start at this size and double
+    # up to batch_max_size: a worker taking over a backlog puts its first verdicts out sooner.
+    batch_start_size: Annotated[int, Field(ge=1, le=10_000)] = 16
     # Batches handled at once: the next one is prepared while the last is in the model.
     max_batches_in_flight: Annotated[int, Field(ge=1, le=16)] = 2
     # How long to wait for delivery reports before giving the batch up for redelivery.

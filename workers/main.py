@@ -20,6 +20,7 @@ from workers.lag import READY
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.ngram import NGRAM_FILE, NgramModel
+from workers.ramp import BatchRamp
 from workers.reload import DecisionReloader, load_challenger
 from workers.shadow import Shadow
 from workers.stages.decide import DecisionModel
@@ -91,7 +92,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
         fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall_s)
         conf = settings.consumer_conf(transactional=settings.exactly_once)
-        source = KafkaSource(conf, [settings.input_topic], fetch_wait)
+        ramp = BatchRamp(min(settings.batch_start_size, settings.batch_max_size), settings.batch_max_size)
+        source = KafkaSource(conf, [settings.input_topic], fetch_wait, on_assign=ramp.reset)
         transactions = (
             KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
         )
@@ -102,7 +104,18 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             else None
         )
         worker = ModerationWorker(
-            settings, source, sink, store, scorer, loaded.decision, bans, reloader, shadow, transactions, loaded.ngram
+            settings,
+            source,
+            sink,
+            store,
+            scorer,
+            loaded.decision,
+            bans,
+            reloader,
+            shadow,
+            transactions,
+            loaded.ngram,
+            ramp,
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s",

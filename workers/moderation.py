@@ -17,6 +17,7 @@ from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
 from workers.ngram import NgramModel
+from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import DecisionReloader
 from workers.shadow import Shadow
@@ -46,6 +47,12 @@ class ModerationWorker:
     shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
     transactions: Transactions | None = None  # exactly-once: outputs and offsets commit together
     ngram: NgramModel | None = None  # None: a text model without ngram.npz; the feature stays NaN
+    # Batch sizes, reset small when partitions are assigned (workers/ramp.py); None: always full size.
+    ramp: BatchRamp | None = None
+
+    def __post_init__(self) -> None:
+        full = self.settings.batch_max_size
+        self._ramp = self.ramp or BatchRamp(full, full)
 
     @property
     def dlq(self) -> DeadLetters:
@@ -70,7 +77,8 @@ class ModerationWorker:
                     # Between batches: one in flight keeps the model it started with.
                     promoted = await asyncio.to_thread(self.reloader.check)
                     self.decision = promoted or self.decision
-                msgs = await asyncio.to_thread(self.source.poll_batch, s.batch_max_size, s.batch_max_wait_s)
+                msgs = await asyncio.to_thread(self.source.poll_batch, self._ramp.size, s.batch_max_wait_s)
+                self._ramp.polled(len(msgs))
                 if msgs:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
                 # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.

@@ -108,8 +108,10 @@ class FakeTextModel:
 class FakeSource:
     def __init__(self, batches: list[list[InMsg]]) -> None:
         self.batches, self.stored, self.closed = batches, {}, False
+        self.sizes: list[int] = []  # the max_size of every poll
 
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
+        self.sizes.append(max_size)
         return self.batches.pop(0) if self.batches else []
 
     def store_offsets(self, offsets: dict[tuple[str, int], int]) -> None:

@@ -20,6 +20,7 @@ from workers.config import Settings
 from workers.delivery import DeliveryFailed
 from workers.keyspace import Keyspace
 from workers.moderation import ModerationWorker
+from workers.ramp import BatchRamp
 from workers.records import InMsg
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache
@@ -40,6 +41,7 @@ def make_worker(
     model: FakeTextModel | None = None,
     sink: FakeSink | None = None,
     transactions: FakeTransactions | None = None,
+    ramp: BatchRamp | None = None,
 ) -> ModerationWorker:
     store = store or FakeStore(sets={KS.banned_domains: {"evil.com"}, KS.banned_ips: {"203.0.113.0/24"}})
     model = model or FakeTextModel(encoder.tokenize(["cheap"])[0][1])
@@ -52,6 +54,7 @@ def make_worker(
         tiny_decision_model(),
         BanListCache(store, KS, refresh_s=60),
         transactions=transactions,
+        ramp=ramp,
     )
 
 
@@ -145,6 +148,20 @@ async def test_run_drains_and_closes_on_stop(encoder: TextEncoder) -> None:
 
     await asyncio.gather(w.run(stop), stop_soon())
     assert w.source.closed and w.source.stored  # type: ignore[attr-defined]
+
+
+async def test_batches_start_small_after_an_assignment_and_grow(encoder: TextEncoder) -> None:
+    w = make_worker(encoder, [], ramp=BatchRamp(2, 6))
+    w.source.batches = [msgs(event(f"p{i}")) for i in range(3)]  # type: ignore[attr-defined]
+    stop = asyncio.Event()
+
+    async def stop_when_drained() -> None:
+        while w.source.batches:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    await asyncio.gather(w.run(stop), stop_when_drained())
+    assert w.source.sizes[:4] == [2, 4, 6, 6]  # type: ignore[attr-defined]
 
 
 def test_padding_rounds_widths_up_to_the_multiple() -> None:

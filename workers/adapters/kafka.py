@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -26,8 +26,16 @@ def _commit_quietly(consumer: Consumer) -> None:
 
 
 class KafkaSource:
-    def __init__(self, conf: dict[str, Any], topics: Sequence[str], fetch_wait: FetchWait | None = None) -> None:
-        """``fetch_wait`` adapts ``fetch.wait.max.ms`` to a broker that answers slowly (workers/fetchwait.py)."""
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        topics: Sequence[str],
+        fetch_wait: FetchWait | None = None,
+        on_assign: Callable[[], None] | None = None,
+    ) -> None:
+        """``fetch_wait`` adapts ``fetch.wait.max.ms`` to a broker that answers slowly (workers/fetchwait.py);
+        ``on_assign`` runs, inside poll, whenever partitions are assigned."""
+        self._assigned_hook = on_assign
         self.commits = CommitTimer()
         self._lag_exporter = LagExporter()
         # Both run inside poll, on the polling thread.
@@ -44,10 +52,11 @@ class KafkaSource:
         failed = err is not None and err.code() != KafkaError._NO_OFFSET
         self.commits.committed(failed, {(p.topic, p.partition): p.offset for p in partitions if p.error is None})
 
-    @staticmethod
-    def _on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         REBALANCES.labels("assign").inc()
         log.info("partitions assigned: %s", [(p.topic, p.partition) for p in partitions])
+        if self._assigned_hook is not None:
+            self._assigned_hook()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Runs inside poll, between batches, so every stored offset is already settled:
