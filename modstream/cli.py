@@ -285,11 +285,16 @@ def train_text(
     epochs: Annotated[int | None, typer.Option(min=1)] = None,
     max_length: Annotated[int | None, typer.Option(min=8, max=512)] = None,
     seed: Annotated[int | None, typer.Option()] = None,
+    lr: Annotated[float | None, typer.Option(min=1e-7, max=1e-2, help="Peak learning rate (AdamW)")] = None,
+    unfreeze_embeddings: Annotated[
+        bool, typer.Option(help="Train the word embeddings too (half the parameters, ~25% more time per step)")
+    ] = False,
+    balanced: Annotated[bool, typer.Option(help="Weight the loss by inverse class frequency")] = False,
 ) -> None:
     """Fine-tune DistilBERT and the char n-gram model, export ONNX (+ int8), write a model card and plots."""
     if test is not None and data is None:
         raise typer.BadParameter("--test needs --data (the built-in posts keep their own test split)")
-    from training.text_model import DEFAULT_EPOCHS, DEFAULT_MAX_LENGTH, DEFAULT_SEED
+    from training.text_model import DEFAULT_EPOCHS, DEFAULT_LR, DEFAULT_MAX_LENGTH, DEFAULT_SEED
     from training.text_model import train_text as train
     from workers.config import cache_root
 
@@ -301,6 +306,9 @@ def train_text(
         epochs=DEFAULT_EPOCHS if epochs is None else epochs,
         max_length=DEFAULT_MAX_LENGTH if max_length is None else max_length,
         seed=DEFAULT_SEED if seed is None else seed,
+        lr=DEFAULT_LR if lr is None else lr,
+        freeze_embeddings=not unfreeze_embeddings,
+        balanced=balanced,
         test=test,
     )
     print(card.model_dump_json(indent=2))
@@ -324,6 +332,8 @@ def eval_text(
         print(json.dumps(result))
         return
     for key, value in result.items():
+        if isinstance(value, dict):  # the n-gram model's and the fused scores' metrics
+            value = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
         console.print(f"{key:>10}: {value:.4f}" if isinstance(value, float) else f"{key:>10}: {value}")
 
 

@@ -6,7 +6,7 @@ depends on a GUI backend or on pyplot's global state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,13 +31,22 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def pr_curve(y_true: ArrayLike, y_score: ArrayLike, path: Path, title: str = "Precision-recall") -> Path:
-    """Precision against recall over all thresholds, with average precision in the legend."""
-    precision, recall, _ = precision_recall_curve(y_true, y_score)
-    ap = average_precision_score(y_true, y_score)
+def pr_curve(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    path: Path,
+    title: str = "Precision-recall",
+    others: Mapping[str, ArrayLike] | None = None,
+    name: str = "",
+) -> Path:
+    """Precision against recall over all thresholds, with average precision in the legend;
+    ``others`` are further scorers of the same examples, one named curve each (``name`` is y_score's)."""
     fig = Figure(figsize=(5, 4))
     ax = fig.add_subplot()
-    ax.plot(recall, precision, drawstyle="steps-post", label=f"AP = {ap:.4f}")
+    for label, score in {name: y_score, **(others or {})}.items():
+        precision, recall, _ = precision_recall_curve(y_true, score)
+        ap = average_precision_score(y_true, score)
+        ax.plot(recall, precision, drawstyle="steps-post", label=f"{label + ': ' if label else ''}AP = {ap:.4f}")
     ax.set(xlabel="Recall", ylabel="Precision", title=title, xlim=(0, 1.01), ylim=(0, 1.01))
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left")

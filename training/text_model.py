@@ -30,6 +30,7 @@ from rich.progress import TaskID
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from training import plots
+from training.fusion import Fusion
 from training.ngram_model import train_ngram
 from training.posts import data_card, post_splits
 from training.text_base import init_model
@@ -48,6 +49,7 @@ from training.text_scoring import (
 )
 from training.textdata import Example, Splits, data_hash, load_labeled, split
 from workers.cards import CARD_FILE, TextModelCard
+from workers.ngram import NgramModel
 from workers.textenc import TextEncoder, spam_prob
 
 # Defaults for the stock run on the default posts (training.posts): about 10 min on 2 idle cores.
@@ -115,9 +117,11 @@ def _train_loop(
     evals_per_epoch: int,
     patience: int,
     bf16: bool,
+    balanced: bool = False,
 ) -> dict[str, Any]:
     """AdamW + linear warmup/decay; evaluates val F1 ``evals_per_epoch`` times an epoch and
-    restores the best weights. Stops after ``patience`` evaluations without improvement."""
+    restores the best weights. Stops after ``patience`` evaluations without improvement.
+    ``balanced``: each class's loss weighted by the inverse of its frequency."""
     rng = np.random.default_rng(seed)
     steps_per_epoch = -(-len(train_labels) // batch_size)
     total = steps_per_epoch * epochs
@@ -125,6 +129,9 @@ def _train_loop(
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, int(0.06 * total), total)
+
+    counts = np.bincount(train_labels, minlength=2)
+    weight = torch.tensor(len(train_labels) / (2 * counts), dtype=torch.float32) if balanced else None
 
     def autocast() -> Any:
         return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext()
@@ -141,8 +148,11 @@ def _train_loop(
         for idx in (b for _ in range(epochs) for b in length_batches(train.lengths, batch_size, rng)):
             ids, mask = map(torch.from_numpy, train.batch(idx))
             with autocast():
-                loss = model(input_ids=ids, attention_mask=mask, labels=torch.from_numpy(train_labels[idx])).loss
-            loss.backward()
+                logits = model(input_ids=ids, attention_mask=mask).logits
+            loss: torch.Tensor = torch.nn.functional.cross_entropy(
+                logits.float(), torch.from_numpy(train_labels[idx]), weight=weight
+            )
+            loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
             schedule.step()
@@ -223,13 +233,32 @@ def _export_and_evaluate(
     if not keep_int8:
         int8_path.unlink()
 
+    # The fusion learns from validation scores; test and the evaluation sets only measure it.
+    ngram = NgramModel.load(out)
+    ngram_scores = {name: ngram.spam_prob([e.text for e in part]) for name, part in named.items()}
+    labels = {name: [e.label for e in part] for name, part in named.items()}
+    fusion = Fusion.fit(test_scores[f"{precision}/val"], ngram_scores["val"], labels["val"])
+    fused = {name: fusion.spam_prob(test_scores[f"{precision}/{name}"], ngram_scores[name]) for name in named}
+
     # The plots cover everything held out: the test split and the evaluation sets.
     shown = [held_out, *EVAL_SETS]
-    y = [e.label for name in shown for e in named[name]]
+    y = [label for name in shown for label in labels[name]]
     scores = np.concatenate([test_scores[f"{precision}/{name}"] for name in shown])
     title = f"Text model, {' + '.join(shown)}"
-    plots.pr_curve(y, scores, out / "pr_curve.png", title=f"{title} ({serving.name})")
+    plots.pr_curve(
+        y,
+        scores,
+        out / "pr_curve.png",
+        title=f"{title} ({serving.name})",
+        name="transformer",
+        others={
+            "n-gram": np.concatenate([ngram_scores[name] for name in shown]),
+            "fused": np.concatenate([fused[name] for name in shown]),
+        },
+    )
     plots.confusion(y, (scores >= THRESHOLD).astype(int), out / "confusion.png", title=title)
+    fused_shown = np.concatenate([fused[name] for name in shown])
+    plots.confusion(y, (fused_shown >= THRESHOLD).astype(int), out / "confusion_fused.png", title=f"{title}, fused")
     return {
         "version": _file_hash(serving)[:12],
         "serving_model": serving.name,
@@ -247,6 +276,7 @@ def _export_and_evaluate(
             "ort_threads": 2,
         },
         "parity_max_abs_diff": max_diff,
+        "fusion": fusion.model_dump() | {"metrics": {name: metrics(labels[name], fused[name]) for name in named}},
     }
 
 
@@ -265,6 +295,7 @@ def train_text(
     patience: int = 2,
     bf16: bool | None = None,
     freeze_embeddings: bool = True,
+    balanced: bool = False,
     test: Path | None = None,
 ) -> TextModelCard:
     """Fine-tune, export and evaluate the content model into ``out``; returns the card.
@@ -277,6 +308,7 @@ def train_text(
     ``freeze_embeddings``: keep the word-embedding matrix fixed. It is half the
     parameters; its dense gradient and AdamW update cost ~25% of a CPU step, and a
     few thousand examples barely move it anyway.
+    ``balanced``: weight the loss by inverse class frequency.
     """
     started = time.perf_counter()
     out = Path(out)
@@ -320,6 +352,7 @@ def train_text(
         evals_per_epoch=evals_per_epoch,
         patience=patience,
         bf16=bf16,
+        balanced=balanced,
     )
     train_seconds = time.perf_counter() - train_started
     model.save_pretrained(hf_dir)
@@ -343,6 +376,7 @@ def train_text(
         seed=seed,
         bf16_training=bf16,
         frozen_word_embeddings=freeze_embeddings,
+        balanced_loss=balanced,
         threshold=THRESHOLD,
         **loop,
         **evaluation,

@@ -26,8 +26,10 @@ from rich.progress import (
 )
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
+from training.fusion import Fusion
 from training.textdata import load_labeled
 from workers.cards import TextModelCard
+from workers.ngram import NGRAM_FILE, NgramModel
 from workers.textenc import TextEncoder, spam_prob
 
 FloatArray = npt.NDArray[np.float32]
@@ -150,7 +152,17 @@ def onnx_spam_scores(model_dir: Path, texts: Sequence[str], show_progress: bool 
 
 
 def eval_text(data: Path, model_dir: Path) -> dict[str, Any]:
-    """Metrics of the serving model on a labelled file (single-class files are fine)."""
+    """Metrics of the serving transformer on a labelled file (single-class files are fine); with the
+    model's n-gram companion and its card's fusion, theirs too, under ``ngram`` and ``fused``."""
     examples = load_labeled(data, min_per_class=0)
-    scores = onnx_spam_scores(model_dir, [e.text for e in examples], show_progress=len(examples) >= 1000)
-    return metrics([e.label for e in examples], scores)
+    texts, labels = [e.text for e in examples], [e.label for e in examples]
+    scores = onnx_spam_scores(model_dir, texts, show_progress=len(examples) >= 1000)
+    result: dict[str, Any] = metrics(labels, scores)
+    if (Path(model_dir) / NGRAM_FILE).is_file():
+        ngram = NgramModel.load(Path(model_dir)).spam_prob(texts)
+        result["ngram"] = metrics(labels, ngram)
+        card = TextModelCard.load(model_dir)
+        if card.fusion is not None:
+            fusion = Fusion.model_validate({k: card.fusion[k] for k in Fusion.model_fields})
+            result["fused"] = metrics(labels, fusion.spam_prob(scores, ngram))
+    return result

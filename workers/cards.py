@@ -79,6 +79,7 @@ class TextModelCard(_Card):
     data_hash: str | None = None
     split_sizes: dict[str, int] | None = None
     ngram: dict[str, Any] | None = None  # the character n-gram model's report (ngram.npz beside)
+    fusion: dict[str, Any] | None = None  # both text signals fused (training/fusion.py): weights and metrics
     param_count: int | None = None
     epochs: int | None = None
     batch_size: int | None = None
@@ -86,6 +87,7 @@ class TextModelCard(_Card):
     seed: int | None = None
     bf16_training: bool | None = None
     frozen_word_embeddings: bool | None = None
+    balanced_loss: bool | None = None  # loss weighted by inverse class frequency
     threshold: float | None = None
     steps: int | None = None
     best_step: int | None = None

@@ -28,6 +28,12 @@ class FetchWait:
     def __post_init__(self) -> None:
         self.current_s = self.base_s
 
+    def assigned(self) -> None:
+        """Partitions were just assigned: the stall clock starts afresh. The empty polls while the
+        group was joining say nothing of this broker's fetches, and counting them backed the wait
+        off (a rejoin, about a second on Tansu) right after every restart."""
+        self._empty_since = None
+
     def observe(self, got_records: bool, now: float, lag: Callable[[], int | None]) -> float | None:
         """After a poll at ``now`` (monotonic seconds): the new wait, or None to keep it.
         ``lag`` (records waiting on the assigned partitions, None while unknown: no partitions

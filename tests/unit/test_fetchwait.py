@@ -35,3 +35,12 @@ def test_nothing_changes_while_the_lag_is_unknown() -> None:
     fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
     fw.current_s = 0.5  # backed off, then joining the group again: no partitions yet
     assert polls(fw, "." * 30, lag=None) == [] and fw.current_s == 0.5
+
+
+def test_the_stall_clock_starts_when_partitions_are_assigned() -> None:
+    fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
+    assert polls(fw, "." * 7, lag=None) == []  # joining: 1.5 s of empty polls, no partitions
+    fw.assigned()
+    # The first fetches after the assignment: a backlog, but not yet a stall.
+    assert polls(fw, "...", lag=500, start=1.75) == []
+    assert polls(fw, "..", lag=500, start=2.5) == [0.1]  # a whole stall_s after the assignment

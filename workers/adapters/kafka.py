@@ -55,6 +55,8 @@ class KafkaSource:
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         REBALANCES.labels("assign").inc()
         log.info("partitions assigned: %s", [(p.topic, p.partition) for p in partitions])
+        if self._fetch_wait is not None:
+            self._fetch_wait.assigned()
         if self._assigned_hook is not None:
             self._assigned_hook()
 

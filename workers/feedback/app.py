@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import faust
+import faust.tables
 
 from workers.adapters.kafka import KafkaSink
 from workers.adapters.redis_layout import Layout
@@ -46,6 +47,18 @@ def broker_credentials(settings: Settings) -> faust.SASLCredentials | faust.SSLC
     return faust.SSLCredentials(context) if context else None
 
 
+class NoTables(faust.tables.TableManager):
+    """faust's table manager waits a fixed second at start for tables declared late; this app
+    declares none, so a restarted feedback worker skips that second."""
+
+    async def on_start(self) -> None:
+        if len(self):  # tables after all: keep faust's grace for late ones
+            await super().on_start()
+            return
+        await self._update_channels()
+        await self.recovery.start()
+
+
 def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler) -> faust.App:
     app = faust.App(
         fb.app_id,
@@ -61,6 +74,7 @@ def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler
         topic_disable_leader=True,  # no assignor leader topic: nothing here needs a leader
         web_enabled=False,
         autodiscover=False,
+        TableManager=NoTables,
     )
     # Raw bytes: validation is ours, so a malformed record is dead-lettered instead of
     # crashing faust's deserializer.
