@@ -76,9 +76,13 @@ class _Calibration(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime 
     """Encoded batches of calibration texts, in the serving contract's inputs."""
 
     def __init__(self, encoder: TextEncoder, texts: Sequence[str], batch: int = 16) -> None:
-        # Every batch padded to max_length: the percentile calibrater stacks activations of all
-        # batches, so their shapes must agree (padding does not move a row's activations).
-        self._batches = iter([_full_length(encoder, texts[i : i + batch]) for i in range(0, len(texts), batch)])
+        # Every batch padded to max_length and of one size: the percentile calibrater stacks the
+        # activations of all batches, so their shapes must agree (padding does not move a row's
+        # activations). A ragged last batch is left out; fewer texts than a batch are one batch.
+        size = min(batch, len(texts))
+        self._batches = iter(
+            [_full_length(encoder, texts[i : i + size]) for i in range(0, len(texts) - size + 1, size)]
+        )
 
     def get_next(self) -> dict[str, IntArray] | None:
         ids_mask = next(self._batches, None)
