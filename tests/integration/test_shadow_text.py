@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import urllib.request
 import uuid
 from collections import Counter
@@ -16,6 +17,7 @@ from modstream.topics import Range, read_range
 from schemas import Verdict
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
+from workers.metrics import SHADOW_FAILURES
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +54,34 @@ def test_a_challenger_with_its_own_text_model_is_shadowed(
     theirs = {v.post_id: v.stage_scores["text"] for v in shadowed}
     assert sum(abs(v.stage_scores["text"] - theirs[v.post_id]) > 1e-4 for v in served) > len(posts) // 2
     assert inferences(stack, s.shadow_triton_model) - before >= len(posts)  # every text is another
+
+
+def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
+    stack: Endpoints,
+    tiny_model_dir: Path,
+    tiny_challenger_text_dir: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
+    challenger = bundle(tmp_path / "challenger", tiny_challenger_text_dir, 1, "challenger")
+    s = run_settings(
+        stack,
+        champion,
+        run,
+        shadow_model_dir=challenger,
+        shadow_topic=f"verdicts-{run}.shadow",
+        shadow_triton_model="not_served",
+    )
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1, s.shadow_topic: 2})
+    records = traffic(30, "n", 6)
+    skipped = SHADOW_FAILURES.labels("score")._value.get()
+
+    with caplog.at_level(logging.WARNING, logger="workers.shadow"):
+        out = run_worker(s, records).outcomes
+
+    assert set(out.verdicts) == {r.key for r in records} and not any(v.degraded for v in out.verdicts.values())
+    assert read_range(s, s.shadow_topic, Range()) == []
+    assert SHADOW_FAILURES.labels("score")._value.get() - skipped == len(records)
+    assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
