@@ -2,13 +2,15 @@
 
 Replay re-decides a range of logged feature rows with a bundle's decision model, offline:
 no Triton, no Redis. A bundle whose text model differs from the one that scored the range
-is refused: its text scores would have to be recomputed, which this command does not do.
+is refused: its text scores would have to be recomputed, which this command does not do
+(a challenger with its own text model is compared in shadow instead: ``shadow-report``).
 Nothing is published unless an output topic is named.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +79,16 @@ def replay(settings: Settings, bundle: Path, rng: Range, out: Path, output_topic
     recorded = verdicts_of(read_range(settings, settings.output_topic, rng))
     if not recorded:
         raise ReplayError(f"no verdicts on {settings.output_topic!r} in the range")
-    scored_by = {v.model_versions.get("text") for v in recorded.values() if "text" in v.stage_scores} - {None}
-    if scored_by - {text_version}:
+    others = Counter(
+        scorer
+        for v in recorded.values()
+        if "text" in v.stage_scores and (scorer := v.model_versions.get("text")) not in (None, text_version)
+    )
+    if others:
         raise ReplayError(
-            f"the bundle's text model {text_version!r} differs from the one that scored the range "
-            f"{sorted(v for v in scored_by if v)}: replay re-decides logged text scores only"
+            f"the bundle's text model {text_version!r} differs from {', '.join(map(repr, sorted(others)))}, "
+            f"which scored {others.total()} of the {len(recorded)} verdicts in the range: replay re-decides "
+            "logged text scores and cannot rescore texts; replay a bundle with that text model"
         )
     again = redecide(recorded.values(), model)
     if not again.pairs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -60,7 +61,7 @@ def _settings() -> Settings:
 def _misconfigured(message: str) -> NoReturn:
     from workers.startup import EXIT_MISCONFIGURED
 
-    console.print(f"[red]error:[/] {message}", highlight=False)
+    console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however long
     raise typer.Exit(EXIT_MISCONFIGURED)
 
 
@@ -524,6 +525,12 @@ def shadow_report_cmd(
     console.print(f"{c.agreed}/{c.posts} agree, {len(c.flipped)} flipped; in {out}")
 
 
+SHADOW_MODEL_HELP = (
+    "A challenger's text model dir (its bundle's text/), served beside as MODSTREAM_SHADOW_TRITON_MODEL "
+    "for MODSTREAM_SHADOW_MODEL_DIR"
+)
+
+
 @app.command("build-repo")
 def build_repo(
     target: Annotated[str, typer.Option(help="cpu-embedded | cpu-onnx | gpu-tensorrt")] = "cpu-embedded",
@@ -533,8 +540,9 @@ def build_repo(
     queue_delay_us: Annotated[int | None, typer.Option(help="Default: the target's")] = None,
     instances: Annotated[int | None, typer.Option(help="Default: one per core on CPU, 1 on GPU")] = None,
     plan: Annotated[Path | None, typer.Option(help="gpu-tensorrt: the engine from build-engine")] = None,
+    shadow_model: Annotated[Path | None, typer.Option(help=SHADOW_MODEL_HELP)] = None,
 ) -> None:
-    """Write a Triton model repository for the content model."""
+    """Write a Triton model repository for the content model (and a challenger's, beside it)."""
     from dataclasses import replace
 
     from modstream.triton_repo import TARGETS, RepoOptions
@@ -556,6 +564,8 @@ def build_repo(
         given["preferred_batch_sizes"] = tuple(b for b in defaults.preferred_batch_sizes if b <= max_batch_size)
     options = replace(defaults, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
     path = build(target, model, out, options, plan=plan)
+    if shadow_model is not None:  # its engine, on GPU, is its own dir's model.plan
+        build(target, shadow_model, out, options, name=_settings().shadow_triton_model)
     console.print(f"wrote {target} repository to {path}")
 
 
@@ -589,6 +599,7 @@ def build_engine(
 def stack_up(
     state_dir: Path = DEFAULT_STATE,
     model_dir: Annotated[Path | None, typer.Option(help="Trained text model dir (default: train or reuse)")] = None,
+    shadow_model: Annotated[Path | None, typer.Option(help=SHADOW_MODEL_HELP)] = None,
 ) -> None:
     """Start the stack in the background and print its endpoints."""
     from modstream.stack import LocalStack
@@ -599,6 +610,11 @@ def stack_up(
 
         model_dir = ensure_models(console).text
     repo = build_repo("cpu-embedded", model_dir, state_dir / "triton_repo")
+    shadow_name = _settings().shadow_triton_model
+    if shadow_model is not None:
+        build_repo("cpu-embedded", shadow_model, repo, name=shadow_name)
+    else:  # not one an earlier `stack up --shadow-model` left
+        shutil.rmtree(repo / shadow_name, ignore_errors=True)
     print(json.dumps(LocalStack(state_dir, repo, console=console).up().__dict__, indent=2))
 
 

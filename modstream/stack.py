@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from rich.console import Console
 
 from modstream import paths
-from modstream.triton_repo import MODEL_NAME
+from modstream.triton_repo import served_models
 
 STATE_FILE = "stack.json"
 HOST = "127.0.0.1"
@@ -191,7 +191,8 @@ class LocalStack:
     """Start, stop and inspect the embedded stack kept in ``state_dir``.
 
     ``model_repo`` is a Triton model repository (``build_repo("cpu-embedded", ...)``);
-    when it holds ``spam_text`` readiness also waits for that model. Redis: a
+    readiness also waits for every model it holds (``spam_text``, and a challenger's
+    ``spam_text_shadow`` where there is one). Redis: a
     reachable ``redis_url`` (or ``$MODSTREAM_REDIS_URL``) is used as is, otherwise
     a private ``redis-server`` is started.
     """
@@ -277,7 +278,7 @@ class LocalStack:
             triton_metrics=f"http://{HOST}:{metrics}/metrics",
             redis_started=external_redis is None,
         )
-        models = (MODEL_NAME,) if (self.model_repo / MODEL_NAME).is_dir() else ()
+        models = served_models(self.model_repo)
         commands = {
             "kafka": (self._kafka_argv(kafka), {**os.environ, **self.kafka_env} if self.kafka_env else None),
             **({"redis": (self._redis_argv(redis_port), None)} if external_redis is None else {}),

@@ -1,4 +1,5 @@
-"""Build the Triton model repository that serves the content model ``spam_text``.
+"""Build the Triton model repository that serves the content model ``spam_text``, and beside it,
+under a second name (``spam_text_shadow``), a challenger's text model when it is another one.
 
 Three targets share one model name and one I/O contract, so the worker never
 knows which one it talks to:
@@ -148,7 +149,8 @@ def build_repo(
     ``model_dir`` holds ``card.json`` and the ONNX file it names. For
     ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``; its profile must
     allow ``max_batch_size`` (``build_engine`` writes a config matching its profile). Only
-    ``out/<name>`` is replaced; other models in ``out`` are left alone. ``options``
+    ``out/<name>`` is replaced; other models in ``out`` are left alone, so a second call with
+    another ``name`` adds a model (a challenger's text model, served beside). ``options``
     defaults to :meth:`RepoOptions.for_target`; the version comes from the card, and the
     ONNX file is the card's serving model unless ``onnx_file`` names another (the
     benchmark's naive baseline serves the fp32 ``model.onnx`` beside the int8 one).
@@ -184,6 +186,11 @@ def build_repo(
     )
     write_model_config(target, opts, model_root)
     return out
+
+
+def served_models(repo: Path) -> tuple[str, ...]:
+    """The model names of a repository: every directory with a ``config.pbtxt`` (tritonserver loads them all)."""
+    return tuple(sorted(p.parent.name for p in repo.glob("*/config.pbtxt")))
 
 
 def reference_configs() -> dict[str, str]:

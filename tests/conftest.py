@@ -15,21 +15,22 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from modstream.stack import Endpoints, LocalStack
 from modstream.triton_repo import INPUT_NAMES, RepoOptions, build_repo
+from workers.config import Settings
 
 TINY_VOCAB = 1000
 TINY_DIM = 8
 
 
-def write_tiny_onnx(path: Path) -> None:
+def write_tiny_onnx(path: Path, seed: int = 0) -> None:
     """A masked-mean-pooling bag of embeddings -> linear head, with the ``spam_text`` I/O contract.
 
     Built with ``onnx.helper`` (no torch): input_ids/attention_mask INT64 [batch, seq],
     logits FP32 [batch, 2], both axes dynamic. Ids are taken modulo a small vocab to
-    keep the file tiny while accepting any real tokenizer id.
+    keep the file tiny while accepting any real tokenizer id. Another ``seed``, another model.
     """
     from onnx import TensorProto, helper, numpy_helper, save
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     inits = [
         numpy_helper.from_array(np.array(TINY_VOCAB, dtype=np.int64), "vocab"),
         numpy_helper.from_array(rng.normal(size=(TINY_VOCAB, TINY_DIM)).astype(np.float32), "embedding"),
@@ -103,10 +104,24 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Endpoints]:
-    """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model) on free ports."""
+def tiny_challenger_text_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """Another tiny text model (other weights, other card version), the same tokenizer."""
+    model_dir = tmp_path_factory.mktemp("tiny_challenger_text")
+    write_tiny_onnx(model_dir / "model.onnx", seed=1)
+    (model_dir / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "tiny0002"}))
+    shutil.copy2(tiny_model_dir / "tokenizer.json", model_dir / "tokenizer.json")
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_challenger_text_dir: Path
+) -> Iterator[Endpoints]:
+    """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model, and the tiny
+    challenger's text model under the shadow name) on free ports."""
     # A generous queue delay so that requests sent together are reliably batched together.
     options = RepoOptions(max_queue_delay_us=20_000)
     repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"), options)
+    build_repo("cpu-embedded", tiny_challenger_text_dir, repo, options, name=Settings().shadow_triton_model)
     with LocalStack(tmp_path_factory.mktemp("stack"), repo, redis_url=None) as endpoints:
         yield endpoints

@@ -39,6 +39,10 @@ class TextModel(Protocol):
         """Model instances the server runs at once: a small batch is split across them."""
         ...
 
+    async def connect(self) -> None:
+        """Read :attr:`version` and :attr:`parallelism` from the server; raises when it does not serve the model."""
+        ...
+
     async def logits(
         self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float32]:

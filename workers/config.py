@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # A challenger bundle decided beside the served one, its verdicts published to shadow_topic only.
     shadow_model_dir: Path | None = None
     shadow_topic: str = "verdicts.shadow"
+    # The Triton model name serving the challenger's text model, when it is not the served one
+    # (`modstream build-repo --shadow-model`); the champion's is triton_model.
+    shadow_triton_model: str = "spam_text_shadow"
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
 

@@ -19,15 +19,16 @@ from workers.keyspace import Keyspace
 from workers.lag import READY
 from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
-from workers.ngram import NGRAM_FILE, NgramModel
+from workers.ngram import NgramModel
 from workers.ramp import BatchRamp
-from workers.reload import DecisionReloader, load_challenger
-from workers.shadow import Shadow
+from workers.reload import DecisionReloader
+from workers.shadow import Shadow, ShadowText
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache
 from workers.startup import Misconfigured, model_dir_or_hint, until_up
 from workers.textenc import TextEncoder
+from workers.textmodel import LocalText
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,10 @@ KAFKA_PROBE_S = 5.0
 class Loaded:
     decision: DecisionModel
     encoder: TextEncoder
-    text_version: str  # the text card's: a promoted or challenger bundle must have the same
+    text_version: str  # the text card's: a promoted bundle must have the same
     challenger: DecisionModel | None
     ngram: NgramModel | None  # the text model's char n-gram companion; None for one trained without
+    challenger_text: LocalText | None = None  # the challenger's own text model; None: the served one
 
 
 def load_models(settings: Settings) -> Loaded:
@@ -50,19 +52,31 @@ def load_models(settings: Settings) -> Loaded:
     model_dir = model_dir_or_hint(settings.model_dir)
     try:
         decision = DecisionModel.load(model_dir / "decision")  # fails fast on a contract mismatch
-        text_dir = model_dir / "text"
-        card = TextModelCard.load(text_dir)
-        encoder = TextEncoder(text_dir / "tokenizer.json", settings.max_tokens or card.max_length)
-        ngram = NgramModel.load(text_dir) if (text_dir / NGRAM_FILE).is_file() else None
+        text = LocalText.load(model_dir / "text", settings.max_tokens)
     except Exception as exc:  # a card, a contract or a tokenizer that cannot serve: restarting won't help
         raise Misconfigured(f"cannot load the models in {model_dir}: {describe(exc)}") from None
-    challenger = None
+    challenger, challenger_text = None, None
     if settings.shadow_model_dir is not None:
         try:
-            challenger = load_challenger(model_dir_or_hint(settings.shadow_model_dir), card.version)
+            bundle = model_dir_or_hint(settings.shadow_model_dir)
+            challenger = DecisionModel.load(bundle / "decision")  # raises ContractMismatch for another contract
+            if TextModelCard.load(bundle / "text").version != text.version:
+                # Its own token length, the one it was trained with: max_tokens tunes the served model.
+                challenger_text = LocalText.load(bundle / "text")
         except Exception as exc:
             raise Misconfigured(f"cannot shadow {settings.shadow_model_dir}: {describe(exc)}") from None
-    return Loaded(decision, encoder, card.version, challenger, ngram)
+    return Loaded(decision, text.encoder, text.version, challenger, text.ngram, challenger_text)
+
+
+def text_scorer(settings: Settings, encoder: TextEncoder, model: TritonTextModel) -> TextScorer:
+    return TextScorer(
+        encoder,
+        model,
+        settings.triton_sub_batch,
+        settings.triton_max_in_flight,
+        ScoreCache(settings.text_cache_size),
+        settings.triton_pad_multiple,
+    )
 
 
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
@@ -70,6 +84,12 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
+    # The challenger's own text model, served by the same Triton under a second name.
+    shadow_model = (
+        TritonTextModel(settings.triton_url, settings.shadow_triton_model, settings.triton_timeout_s)
+        if loaded.challenger_text
+        else None
+    )
     sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     # The shadow's own producer, never transactional: it must not hold the champion's batches back.
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
@@ -81,14 +101,13 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         ):
             if not await until_up(what, check, stop):
                 return
-        scorer = TextScorer(
-            loaded.encoder,
-            model,
-            settings.triton_sub_batch,
-            settings.triton_max_in_flight,
-            ScoreCache(settings.text_cache_size),
-            settings.triton_pad_multiple,
+        shadow_text = (
+            ShadowText(loaded.challenger_text, text_scorer(settings, loaded.challenger_text.encoder, shadow_model))
+            if loaded.challenger_text and shadow_model
+            else None
         )
+        if shadow_text is not None:
+            await shadow_text.connect()  # one log line if it is not served; the champion starts regardless
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
         fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall_s)
         conf = settings.consumer_conf(transactional=settings.exactly_once)
@@ -99,7 +118,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         )
         reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
         shadow = (
-            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s)
+            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s, shadow_text)
             if loaded.challenger and shadow_sink
             else None
         )
@@ -108,7 +127,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             source,
             sink,
             store,
-            scorer,
+            text_scorer(settings, loaded.encoder, model),
             loaded.decision,
             bans,
             reloader,
@@ -118,10 +137,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             ramp,
         )
         log.info(
-            "moderation worker up: text model %s, decision model %s%s",
+            "moderation worker up: text model %s, decision model %s%s%s",
             model.version,
             loaded.decision.version,
             f", challenger {loaded.challenger.version} -> {settings.shadow_topic}" if loaded.challenger else "",
+            f" with its own text model {shadow_text.version} ({settings.shadow_triton_model})" if shadow_text else "",
         )
         # Models, tokenizer, suffix list and schemas live as long as the process: take them out of
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
@@ -135,6 +155,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         if shadow_sink is not None:
             shadow_sink.flush(settings.publish_timeout_s)
         await model.close()
+        if shadow_model is not None:
+            await shadow_model.close()
         await store.close()
 
 

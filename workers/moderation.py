@@ -16,7 +16,7 @@ from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
-from workers.ngram import NgramModel
+from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import DecisionReloader
@@ -129,16 +129,24 @@ class ModerationWorker:
             posts, failures = validate.validate(msgs)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
-        (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
-            self._enrich(rest), self._score(rest), self._ngram(rest)
-        )
-        with timed(decide.STAGE):
-            unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-            decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable, ngram_probs)
-        settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
+        # A challenger with its own text model: its scores are requested now, beside the champion's,
+        # and awaited only by the shadow, after the champion's verdicts are out.
+        own = self.shadow.score(rest) if self.shadow is not None else None
+        try:
+            (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
+                self._enrich(rest), self._score(rest), self._ngram(rest)
+            )
+            with timed(decide.STAGE):
+                unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
+                decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable, ngram_probs)
+            settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
+        except BaseException:
+            if own is not None:
+                own.cancel()  # the batch is retried or given up: nothing for the challenger to decide
+            raise
         if self.shadow is not None:  # after the champion's verdicts are out
             versions = self.versions(self.shadow.model)
-            self.shadow.run(rest, profiles, probs, ngram_probs, decided, versions, unavailable)
+            self.shadow.run(rest, profiles, probs, ngram_probs, decided, versions, unavailable, own)
         return settlement
 
     async def _publish(
@@ -194,11 +202,10 @@ class ModerationWorker:
 
     async def _ngram(self, posts: list[Post]) -> list[float | None]:
         """The n-gram model's scores: local, so they need no server and never degrade."""
-        if self.ngram is None:
+        if self.ngram is None:  # no stage to time
             return [None] * len(posts)
         with timed(NGRAM_STAGE):
-            # In a thread: numpy releases the GIL for the larger steps, and the event loop stays free.
-            return list(map(float, await asyncio.to_thread(self.ngram.spam_prob, [p.text for p in posts])))
+            return await ngram_probs(self.ngram, [p.text for p in posts])
 
     async def _score(self, posts: list[Post]) -> tuple[list[float | None], bool]:
         try:

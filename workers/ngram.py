@@ -10,6 +10,7 @@ It needs no server, so degraded verdicts (Triton down) still have it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,3 +107,11 @@ class NgramModel:
         rows, ids, values = tfidf_rows(texts, self.idf)
         logits = np.bincount(rows, weights=values * self.coef[ids], minlength=len(texts)) + self.intercept
         return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
+
+
+async def ngram_probs(model: NgramModel | None, texts: Sequence[str]) -> list[float | None]:
+    """``model``'s scores, or None for each text without one. In a thread: numpy releases the GIL
+    for the larger steps, and the event loop stays free."""
+    if model is None:
+        return [None] * len(texts)
+    return list(map(float, await asyncio.to_thread(model.spam_prob, texts)))

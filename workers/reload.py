@@ -25,7 +25,7 @@ class ModelMismatch(RuntimeError):
     pass
 
 
-def load_challenger(bundle: Path, text_version: str) -> DecisionModel:
+def load_promoted(bundle: Path, text_version: str) -> DecisionModel:
     """The decision model of ``bundle``, whose text model must be the one served (``text_version``)."""
     theirs = TextModelCard.load(bundle / "text").version
     if theirs != text_version:
@@ -59,7 +59,7 @@ class DecisionReloader:
             return None
         self.target = target  # a refused bundle is refused once, not on every check
         try:
-            model = load_challenger(target, self.text_version)
+            model = load_promoted(target, self.text_version)
         except Exception as exc:  # any bundle that cannot serve here: keep the one that does
             MODEL_RELOADS.labels("refused").inc()
             log.error("not switching to the bundle %s: %s", target, describe(exc))

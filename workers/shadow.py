@@ -3,28 +3,105 @@
 Its verdicts go to their own topic (same key and schema, its own ``model_versions``), in
 the background: the champion's verdicts are published first, and nothing the challenger
 does can fail or hold back the champion's batch. A post the challenger cannot decide or
-publish is counted and skipped. Both read the same feature rows and text scores.
+publish is counted and skipped.
+
+With the served text model, the challenger reads the champion's text scores. With its own
+(another card version), Triton serves that under a second model name: its scores of the same
+posts are requested beside the champion's, and awaited only in the background, after the
+champion's verdicts are out. A batch its text model cannot score (not served, too slow) is
+counted and skipped, not decided degraded: a verdict without the challenger's text score says
+nothing about the challenger.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from workers.clients import Sink
 from workers.delivery import Output, deliver
 from workers.features import Profile
+from workers.isolation import describe
 from workers.metrics import SHADOW_DECISIONS, SHADOW_FAILURES
+from workers.ngram import ngram_probs
 from workers.records import Outcome, Post
 from workers.stages.decide import DecisionModel, Unavailable, decide
+from workers.stages.score import TextScorer
+from workers.textmodel import LocalText
 
 log = logging.getLogger(__name__)
 
 # Batches of challenger verdicts waiting to be published; past this (a slow or absent shadow
 # topic) a batch is skipped and counted rather than held in memory behind the others.
 MAX_PENDING = 8
+# After its text model failed (not served, too slow), the challenger asks Triton again only after
+# this long: the batches in between are skipped at once, and a struggling Triton is left to the champion.
+RETRY_S = 5.0
+
+# (text model, n-gram model) scores per post.
+Scores = tuple[Sequence[float | None], Sequence[float | None]]
+
+
+class WrongVersion(RuntimeError):
+    pass
+
+
+@dataclass
+class ShadowText:
+    """The challenger's own text model: its tokenizer and n-gram model, and a scorer on the
+    Triton model name that serves it. Never raises: a failure is counted and logged once."""
+
+    local: LocalText
+    scorer: TextScorer
+    clock: Callable[[], float] = time.monotonic
+    _up: bool | None = field(default=None, init=False)  # None: not asked yet
+    _retry_at: float = field(default=0.0, init=False)
+
+    @property
+    def version(self) -> str:
+        return self.local.version
+
+    async def connect(self) -> bool:
+        """Whether Triton serves the challenger's text model, at its card's version (the one its
+        verdicts name); logs one line when that changes."""
+        model = self.scorer.model
+        try:
+            await model.connect()
+            if model.version != self.version:
+                raise WrongVersion(f"Triton serves version {model.version!r}, not the challenger's {self.version!r}")
+        except Exception as exc:
+            self._down(exc)
+            return False
+        if not self._up:
+            log.info("the challenger's text model %s is served; shadowing with its own scores", self.version)
+        self._up = True
+        return True
+
+    async def score(self, posts: Sequence[Post]) -> Scores | None:
+        """The challenger's scores of ``posts``, or None (counted) when its text model failed."""
+        if not self._up and (self.clock() < self._retry_at or not await self.connect()):
+            SHADOW_FAILURES.labels("score").inc(len(posts))
+            return None
+        texts = [p.text for p in posts]
+        try:
+            text, ngram = await asyncio.gather(self.scorer.score(texts), ngram_probs(self.local.ngram, texts))
+        except Exception as exc:
+            self._down(exc)
+            SHADOW_FAILURES.labels("score").inc(len(posts))
+            return None
+        return text, ngram
+
+    def _down(self, exc: BaseException) -> None:
+        if self._up is not False:  # once per outage, from start-up on
+            log.warning(
+                "the challenger's text model %s is unavailable, its verdicts are skipped: %s",
+                self.version,
+                describe(exc),
+            )
+        self._up, self._retry_at = False, self.clock() + RETRY_S
 
 
 @dataclass
@@ -33,8 +110,13 @@ class Shadow:
     sink: Sink  # its own producer: its flushes never wait on the champion's records
     topic: str
     timeout_s: float
+    text: ShadowText | None = None  # None: the served text model, whose scores it reads
     _last: asyncio.Task[None] | None = field(default=None, init=False)
     _pending: int = field(default=0, init=False)
+
+    def score(self, posts: Sequence[Post]) -> asyncio.Task[Scores | None] | None:
+        """Start the challenger's own scores of ``posts`` beside the champion's; None when it reads the champion's."""
+        return None if self.text is None else asyncio.create_task(self.text.score(posts))
 
     def run(
         self,
@@ -45,30 +127,67 @@ class Shadow:
         champion: Sequence[Outcome],
         versions: dict[str, str],
         unavailable: Unavailable,
+        own: asyncio.Task[Scores | None] | None = None,
     ) -> None:
-        """Decide ``posts`` and publish in the background; never raises."""
+        """Decide ``posts`` and publish in the background; never raises. ``own`` (from :meth:`score`)
+        replaces the champion's scores: then the posts are decided once it is done, in the background too."""
+        if self._pending >= MAX_PENDING:
+            if own is not None:
+                own.cancel()
+            SHADOW_FAILURES.labels("backlog").inc(len(posts))
+            return
+        if own is None:
+            decided = _ready(self._decide(posts, profiles, text_probs, ngram_probs, champion, versions, unavailable))
+        else:
+            assert self.text is not None  # only it starts ``own``
+            versions = versions | {"text": self.text.version}
+            decided = self._decide_own(own, posts, profiles, champion, versions, unavailable)
+        # One publish at a time, in batch order: each waits for the one before.
+        self._pending += 1
+        self._last = asyncio.create_task(self._publish(decided, self._last))
+
+    async def _decide_own(
+        self,
+        own: Awaitable[Scores | None],
+        posts: Sequence[Post],
+        profiles: Sequence[Profile],
+        champion: Sequence[Outcome],
+        versions: dict[str, str],
+        unavailable: Unavailable,
+    ) -> list[Outcome]:
+        if (scores := await own) is None:
+            return []
+        # Its own text scores are in: only the champion's missing history can degrade it.
+        return self._decide(posts, profiles, *scores, champion, versions, replace(unavailable, text_model=False))
+
+    def _decide(
+        self,
+        posts: Sequence[Post],
+        profiles: Sequence[Profile],
+        text_probs: Sequence[float | None],
+        ngram_probs: Sequence[float | None] | None,
+        champion: Sequence[Outcome],
+        versions: dict[str, str],
+        unavailable: Unavailable,
+    ) -> list[Outcome]:
         try:
             outcomes, failures = decide(posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs)
         except Exception as exc:
             SHADOW_FAILURES.labels("decide").inc(len(posts))
             log.warning("the challenger failed a batch of %d: %r", len(posts), exc)
-            return
+            return []
         SHADOW_FAILURES.labels("decide").inc(len(failures))
         served = {o.verdict.post_id: o.verdict.decision for o in champion}
         for o in outcomes:
             if (theirs := served.get(o.verdict.post_id)) is not None:
                 SHADOW_DECISIONS.labels(theirs, o.verdict.decision).inc()
-        if self._pending >= MAX_PENDING:
-            SHADOW_FAILURES.labels("backlog").inc(len(outcomes))
-            return
-        # One publish at a time, in batch order: each waits for the one before.
-        self._pending += 1
-        self._last = asyncio.create_task(self._publish(outcomes, self._last))
+        return outcomes
 
-    async def _publish(self, outcomes: Sequence[Outcome], before: asyncio.Task[None] | None) -> None:
-        if before is not None:
-            await before
+    async def _publish(self, decided: Awaitable[list[Outcome]], before: asyncio.Task[None] | None) -> None:
         try:
+            outcomes = await decided
+            if before is not None:
+                await before
             await self._deliver(outcomes)
         finally:
             self._pending -= 1
@@ -89,3 +208,8 @@ class Shadow:
         """Wait for the publishes under way (on shutdown)."""
         if self._last is not None:
             await self._last
+
+
+async def _ready(outcomes: list[Outcome]) -> list[Outcome]:
+    """Outcomes decided already, in the form :meth:`Shadow._publish` awaits."""
+    return outcomes

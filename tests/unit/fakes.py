@@ -92,10 +92,13 @@ class FakeStore:
 class FakeTextModel:
     """Spam logit high when the word 'cheap' appears (token id of 'cheap' in the uncased vocab)."""
 
-    version = "fake-1"
-
-    def __init__(self, cheap_id: int, fail: bool = False, parallelism: int = 1) -> None:
+    def __init__(self, cheap_id: int, fail: bool = False, parallelism: int = 1, version: str = "fake-1") -> None:
         self.cheap_id, self.fail, self.parallelism, self.batches = cheap_id, fail, parallelism, []
+        self.version = version
+
+    async def connect(self) -> None:
+        if self.fail:
+            raise ConnectionError("triton: model not found")
 
     async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         self.batches.append(input_ids.shape)

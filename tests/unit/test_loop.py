@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from modstream.cli import app
 from modstream.promotion import PromotionError, history_file, promote, rollback
 from modstream.topics import Range
-from tests.unit.fakes import FakeSink, FakeSource, event, tiny_decision_model, write_bundle
+from tests.unit.fakes import FakeSink, FakeSource, event, logged_verdict, tiny_decision_model, write_bundle
 from tests.unit.test_worker import make_worker, msgs, verdicts
 from training.flips import compare, label_metrics
 from training.redecide import redecide
@@ -252,3 +252,13 @@ def test_label_metrics_are_nan_where_nothing_was_decided_so() -> None:
     m = label_metrics({"a": "review", "b": "allow", "c": "allow"}, {"a": 1, "b": 0, "c": 1, "gone": 1})
     assert (m.labelled, m.allow_npv, m.review_share) == (3, 0.5, 1 / 3)
     assert math.isnan(m.block_precision) and m.block_recall == 0.0
+
+
+def test_replay_with_another_text_model_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logged = [logged_verdict(f"p{i}", i) for i in range(3)]
+    records = [InMsg("verdicts", 0, i, None, v.model_dump_json().encode(), 0.0) for i, v in enumerate(logged)]
+    monkeypatch.setattr("modstream.backtest.read_range", lambda *_: records)
+    bundle = write_bundle(tmp_path / "b", model=tiny_decision_model(), text_version="t2")
+    result = CliRunner().invoke(app, ["replay", "--bundle", str(bundle), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "text model 't2' differs from 't1', which scored 3 of the 3 verdicts" in result.output

@@ -37,13 +37,27 @@ def test_a_challenger_bundle_loads_beside_the_champion(bundle: Path, tmp_path: P
     shutil.copytree(bundle, challenger, ignore=shutil.ignore_patterns("challenger"))
     loaded = load_models(Settings(model_dir=bundle, shadow_model_dir=challenger))
     assert loaded.challenger is not None and loaded.challenger.version == "d1"
+    assert loaded.challenger_text is None  # the served text model: it reads the champion's scores
 
 
-def test_a_challenger_with_another_text_model_is_refused(bundle: Path, tmp_path: Path) -> None:
+def test_a_challenger_with_another_text_model_loads_its_own_tokenizer(bundle: Path, tmp_path: Path) -> None:
+    challenger = tmp_path / "challenger"
+    shutil.copytree(bundle, challenger, ignore=shutil.ignore_patterns("challenger"))
+    card = {"serving_model": "model.onnx", "version": "t2", "max_length": 64}
+    (challenger / "text" / "card.json").write_text(json.dumps(card))
+    loaded = load_models(Settings(model_dir=bundle, shadow_model_dir=challenger, max_tokens=32))
+    assert loaded.challenger_text is not None and loaded.challenger_text.version == "t2"
+    # max_tokens tunes the served model; the challenger's text model reads the length it was trained with.
+    assert (loaded.encoder.max_length, loaded.challenger_text.encoder.max_length) == (32, 64)
+    assert loaded.challenger_text.ngram is None and loaded.text_version == "t1"
+
+
+def test_a_challenger_text_model_that_cannot_load_is_refused(bundle: Path, tmp_path: Path) -> None:
     challenger = tmp_path / "challenger"
     shutil.copytree(bundle, challenger, ignore=shutil.ignore_patterns("challenger"))
     (challenger / "text" / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "t2"}))
-    with pytest.raises(Misconfigured, match="text model 't2' is not the one served"):
+    (challenger / "text" / "tokenizer.json").write_text("{}")
+    with pytest.raises(Misconfigured, match="cannot shadow"):
         load_models(Settings(model_dir=bundle, shadow_model_dir=challenger))
 
 

@@ -23,7 +23,9 @@ from modstream.triton_repo import (
     build_repo,
     reference_configs,
     render_config,
+    served_models,
 )
+from workers.config import Settings
 
 
 def parse(text: str) -> model_config_pb2.ModelConfig:
@@ -159,3 +161,20 @@ def test_build_repo_cli_overrides_the_target_defaults(tiny_model_dir: Path, tmp_
     config = parse((tmp_path / MODEL_NAME / "config.pbtxt").read_text())
     assert (config.max_batch_size, config.instance_group[0].count) == (8, 3)
     assert list(config.dynamic_batching.preferred_batch_size) == []  # 16 no longer fits
+
+
+def test_a_challengers_text_model_is_served_beside_under_the_shadow_name(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from modstream.cli import app
+
+    challenger = shutil.copytree(tiny_model_dir, tmp_path / "challenger")
+    (challenger / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "tiny0002"}))
+    args = ["build-repo", "--model", str(tiny_model_dir), "--out", str(tmp_path / "repo")]
+    result = CliRunner().invoke(app, [*args, "--shadow-model", str(challenger)])
+    assert result.exit_code == 0, result.output
+    assert served_models(tmp_path / "repo") == (MODEL_NAME, Settings().shadow_triton_model)
+    shadow = parse((tmp_path / "repo" / Settings().shadow_triton_model / "config.pbtxt").read_text())
+    assert (shadow.name, shadow.parameters["model_version"].string_value) == ("spam_text_shadow", "tiny0002")
+    champion = parse((tmp_path / "repo" / MODEL_NAME / "config.pbtxt").read_text())
+    assert champion.parameters["model_version"].string_value == "tiny0001"
