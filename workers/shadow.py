@@ -40,6 +40,7 @@ MAX_PENDING = 8
 # this long: the batches in between are skipped at once, and a struggling Triton is left to the champion.
 RETRY_S = 5.0
 
+
 @dataclass
 class ShadowText:
     """The challenger's own text model: its tokenizer and n-gram model, and a scorer on the
