@@ -488,7 +488,8 @@ def replay_cmd(
         str | None,
         typer.Option(
             help="The Triton model serving the bundle's text model, asked only when another text model scored "
-            "the range [default: MODSTREAM_SHADOW_TRITON_MODEL]"
+            "the range",
+            show_default="MODSTREAM_SHADOW_TRITON_MODEL",
         ),
     ] = None,
 ) -> None:
