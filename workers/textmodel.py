@@ -1,5 +1,7 @@
 """The parts of a content model the worker runs itself: its tokenizer and its n-gram companion,
-named by its card's version. Triton runs the network; these load from the bundle's ``text/``."""
+named by its card's version. Triton runs the network; these load from the bundle's ``text/``.
+A text model other than the served one (a challenger's, a replayed bundle's) is checked against
+the version Triton serves and scored here, network and n-gram together."""
 
 from __future__ import annotations
 
