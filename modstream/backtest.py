@@ -1,19 +1,22 @@
 """``modstream replay`` and ``modstream shadow-report``: decisions read back from Kafka, compared.
 
 Replay re-decides a range of logged feature rows with a bundle's decision model, offline:
-no Triton, no Redis. A bundle whose text model differs from the one that scored the range
-is refused: its text scores would have to be recomputed, which this command does not do
-(a challenger with its own text model is compared in shadow instead: ``shadow-report``).
-Nothing is published unless an output topic is named.
+no Redis, and no Triton call unless the bundle's text model differs from the one that scored
+(some of) the range. Those verdicts' texts are scored again (modstream/rescore.py: the posts
+read back from the input topic, the network through Triton under ``--triton-model``, the
+n-gram model here) and only their two text features replaced; a verdict whose post event is
+not found is counted and left out. Nothing is published unless an output topic is named.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
+from modstream.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
 from modstream.topics import Range, RangeError, read_range
 from schemas import Decision, Verdict
 from training.dataset import collect_labels
@@ -24,7 +27,9 @@ from workers.adapters.kafka import KafkaSink
 from workers.config import Settings
 from workers.delivery import Output, deliver
 from workers.feedback.handler import parse as parse_feedback
+from workers.isolation import describe
 from workers.records import InMsg
+from workers.textmodel import LocalText
 
 
 class ReplayError(ValueError):
@@ -59,6 +64,7 @@ class ReplayReport:
     no_feature_row: int
     other_contract: int
     published: int
+    rescored: Rescored  # the verdicts whose texts the bundle's text model scored again
 
     @property
     def reproduced(self) -> float:
@@ -70,29 +76,60 @@ class ReplayReport:
             "no_feature_row": self.no_feature_row,
             "other_contract": self.other_contract,
             "published": self.published,
+            "rescored": len(self.rescored.verdicts),
+            "no_post_event": self.rescored.no_post_event,
+            "triton_model": self.rescored.triton_model,  # null: Triton was not called
         }
         return json.dumps(body, indent=2, default=str)
 
 
-def replay(settings: Settings, bundle: Path, rng: Range, out: Path, output_topic: str | None = None) -> ReplayReport:
+def _rescored(
+    settings: Settings, bundle: Path, todo: list[Verdict], name: str, models: TextModels, lookback: timedelta
+) -> Rescored:
+    """``todo``'s texts scored by the bundle's text model, served by Triton as ``name``."""
+    try:
+        local = LocalText.load(bundle / "text")
+    except Exception as exc:  # a card or a tokenizer: nothing to score with
+        raise ReplayError(f"cannot load the bundle's text model {bundle / 'text'}: {describe(exc)}") from None
+    posts = posts_by_id(read_range(settings, settings.input_topic, posts_range(todo, lookback)))
+    try:
+        return asyncio.run(rescore(todo, posts, local, models, name, settings))
+    except Exception as exc:  # unreachable, too slow, or serving another version: no partial replay
+        raise ReplayError(
+            f"cannot rescore {len(todo)} verdicts with the bundle's text model {local.version!r} "
+            f"as {name!r} on Triton at {settings.triton_url}: {describe(exc)}"
+        ) from None
+
+
+def replay(
+    settings: Settings,
+    bundle: Path,
+    rng: Range,
+    out: Path,
+    output_topic: str | None = None,
+    triton_model: str | None = None,
+    models: TextModels | None = None,
+    lookback: timedelta = LOOKBACK,
+) -> ReplayReport:
+    """Re-decide ``rng``'s verdicts with ``bundle``; verdicts another text model scored are rescored
+    through ``triton_model`` (default: the challenger's name, ``settings.shadow_triton_model``)."""
     model, text_version = load_serving(bundle)
     recorded = verdicts_of(read_range(settings, settings.output_topic, rng))
     if not recorded:
         raise ReplayError(f"no verdicts on {settings.output_topic!r} in the range")
-    others = Counter(
-        scorer
-        for v in recorded.values()
-        if "text" in v.stage_scores and (scorer := v.model_versions.get("text")) not in (None, text_version)
-    )
-    if others:
-        raise ReplayError(
-            f"the bundle's text model {text_version!r} differs from {', '.join(map(repr, sorted(others)))}, "
-            f"which scored {others.total()} of the {len(recorded)} verdicts in the range: replay re-decides "
-            "logged text scores and cannot rescore texts; replay a bundle with that text model"
-        )
-    again = redecide(recorded.values(), model)
+    todo = stale(recorded.values(), text_version)
+    name, models = triton_model or settings.shadow_triton_model, models or triton(settings)
+    rescored = _rescored(settings, bundle, todo, name, models, lookback) if todo else Rescored([], 0)
+    fresh = {v.post_id: v for v in rescored.verdicts}
+    missing = {v.post_id for v in todo} - fresh.keys()
+    # Every verdict re-decided now has the bundle's text scores: rescored, or scored by it already.
+    again = redecide((fresh.get(k, v) for k, v in recorded.items() if k not in missing), model, text_version)
     if not again.pairs:
-        raise ReplayError(f"none of the {len(recorded)} verdicts has a feature row of this contract to re-decide")
+        raise ReplayError(
+            f"nothing to re-decide among the {len(recorded)} verdicts: {again.no_feature_row} without a feature "
+            f"row, {again.other_contract} of another contract, {len(missing)} without their post event on "
+            f"{settings.input_topic!r}"
+        )
     a: dict[str, Decision] = {r.post_id: r.decision for r, _ in again.pairs}
     b: dict[str, Decision] = {n.post_id: n.decision for _, n in again.pairs}
     comparison = compare(a, b, moderator_labels(settings, rng))
@@ -106,7 +143,7 @@ def replay(settings: Settings, bundle: Path, rng: Range, out: Path, output_topic
         if failed:
             raise ReplayError(f"{len(failed)} re-decided verdicts not delivered to {output_topic!r}")
         published = len(outputs)
-    report = ReplayReport(comparison, again.no_feature_row, again.other_contract, published)
+    report = ReplayReport(comparison, again.no_feature_row, again.other_contract, published, rescored)
     out.mkdir(parents=True, exist_ok=True)
     (out / "replay.json").write_text(report.to_json() + "\n")
     plot(comparison, out / "flips.png", f"Replay with {model.version}")

@@ -484,19 +484,36 @@ def replay_cmd(
     to_time: ToTime = None,
     from_offsets: FromOffsets = None,
     output_topic: Annotated[str | None, typer.Option(help="Publish the re-decided verdicts here")] = None,
+    triton_model: Annotated[
+        str | None,
+        typer.Option(
+            help="The Triton model serving the bundle's text model, asked only when another text model scored "
+            "the range",
+            show_default="MODSTREAM_SHADOW_TRITON_MODEL",
+        ),
+    ] = None,
 ) -> None:
-    """Re-decide a range of logged feature rows with a bundle's decision model; report the flips."""
+    """Re-decide a range of logged feature rows with a bundle's decision model (its text model rescoring
+    the texts another one scored); report the flips."""
     from modstream.backtest import ReplayError, replay
     from modstream.topics import RangeError
     from training.dataset import DatasetError
 
     try:
         with console.status(f"re-deciding the range with {bundle}"):
-            report = replay(_settings(), bundle, _range(from_time, to_time, from_offsets), out, output_topic)
+            rng = _range(from_time, to_time, from_offsets)
+            report = replay(_settings(), bundle, rng, out, output_topic, triton_model)
     except (DatasetError, RangeError, ReplayError) as exc:
         _misconfigured(str(exc))
-    c = report.comparison
+    c, r = report.comparison, report.rescored
     print(report.to_json())
+    if r.triton_model is not None:
+        console.print(
+            f"{len(r.verdicts)} texts rescored by the bundle's text model through Triton model {r.triton_model!r}, "
+            f"{r.no_post_event} verdicts left out without their post event"
+        )
+    elif r.no_post_event:
+        console.print(f"Triton not called: none of {r.no_post_event} verdicts to rescore has its post event")
     console.print(f"{c.agreed}/{c.posts} decisions reproduced ({c.agreement:.2%}), {len(c.flipped)} flipped; in {out}")
 
 

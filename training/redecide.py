@@ -25,6 +25,11 @@ class Redecided:
     other_contract: int = 0
 
 
+def has_row(v: Verdict) -> bool:
+    """Whether ``v`` logged a feature row of this contract: one that can be decided again."""
+    return v.features is not None and v.features.contract == FEATURE_VERSION and len(v.features.values) == len(FEATURES)
+
+
 def redecide(recorded: Iterable[Verdict], model: DecisionModel, text_version: str | None = None) -> Redecided:
     """Each verdict with a row of this contract, decided again by ``model``; its ``model_versions``
     name ``model`` (and ``text_version`` when given)."""
@@ -32,7 +37,7 @@ def redecide(recorded: Iterable[Verdict], model: DecisionModel, text_version: st
     for v in recorded:
         if v.features is None:
             out.no_feature_row += 1
-        elif v.features.contract != FEATURE_VERSION or len(v.features.values) != len(FEATURES):
+        elif not has_row(v):
             out.other_contract += 1
         else:
             rows.append(v)

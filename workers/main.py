@@ -12,6 +12,7 @@ from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
+from workers.clients import TextModel
 from workers.config import Settings
 from workers.fetchwait import FetchWait
 from workers.isolation import describe
@@ -68,7 +69,7 @@ def load_models(settings: Settings) -> Loaded:
     return Loaded(decision, text.encoder, text.version, challenger, text.ngram, challenger_text)
 
 
-def text_scorer(settings: Settings, encoder: TextEncoder, model: TritonTextModel) -> TextScorer:
+def text_scorer(settings: Settings, encoder: TextEncoder, model: TextModel) -> TextScorer:
     return TextScorer(
         encoder,
         model,

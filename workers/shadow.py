@@ -26,11 +26,10 @@ from workers.delivery import Output, deliver
 from workers.features import Profile
 from workers.isolation import describe
 from workers.metrics import SHADOW_DECISIONS, SHADOW_FAILURES
-from workers.ngram import ngram_probs
 from workers.records import Outcome, Post
 from workers.stages.decide import DecisionModel, Unavailable, decide
 from workers.stages.score import TextScorer
-from workers.textmodel import LocalText
+from workers.textmodel import LocalText, Scores
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +39,6 @@ MAX_PENDING = 8
 # After its text model failed (not served, too slow), the challenger asks Triton again only after
 # this long: the batches in between are skipped at once, and a struggling Triton is left to the champion.
 RETRY_S = 5.0
-
-# (text model, n-gram model) scores per post.
-Scores = tuple[Sequence[float | None], Sequence[float | None]]
-
-
-class WrongVersion(RuntimeError):
-    pass
 
 
 @dataclass
@@ -67,11 +59,8 @@ class ShadowText:
     async def connect(self) -> bool:
         """Whether Triton serves the challenger's text model, at its card's version (the one its
         verdicts name); logs one line when that changes."""
-        model = self.scorer.model
         try:
-            await model.connect()
-            if model.version != self.version:
-                raise WrongVersion(f"Triton serves version {model.version!r}, not the challenger's {self.version!r}")
+            await self.local.connect(self.scorer.model)
         except Exception as exc:
             self._down(exc)
             return False
@@ -85,14 +74,12 @@ class ShadowText:
         if not self._up and (self.clock() < self._retry_at or not await self.connect()):
             SHADOW_FAILURES.labels("score").inc(len(posts))
             return None
-        texts = [p.text for p in posts]
         try:
-            text, ngram = await asyncio.gather(self.scorer.score(texts), ngram_probs(self.local.ngram, texts))
+            return await self.local.score(self.scorer, [p.text for p in posts])
         except Exception as exc:
             self._down(exc)
             SHADOW_FAILURES.labels("score").inc(len(posts))
             return None
-        return text, ngram
 
     def _down(self, exc: BaseException) -> None:
         if self._up is not False:  # once per outage, from start-up on

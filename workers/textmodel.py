@@ -1,14 +1,27 @@
 """The parts of a content model the worker runs itself: its tokenizer and its n-gram companion,
-named by its card's version. Triton runs the network; these load from the bundle's ``text/``."""
+named by its card's version. Triton runs the network; these load from the bundle's ``text/``.
+A text model other than the served one (a challenger's, a replayed bundle's) is checked against
+the version Triton serves and scored here, network and n-gram together."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from workers.cards import TextModelCard
-from workers.ngram import NGRAM_FILE, NgramModel
+from workers.clients import TextModel
+from workers.ngram import NGRAM_FILE, NgramModel, ngram_probs
+from workers.stages.score import TextScorer
 from workers.textenc import TextEncoder
+
+# (text model, n-gram model) scores per text.
+Scores = tuple[Sequence[float | None], Sequence[float | None]]
+
+
+class WrongVersion(RuntimeError):
+    pass
 
 
 @dataclass(frozen=True)
@@ -24,3 +37,15 @@ class LocalText:
         encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens or card.max_length)
         ngram = NgramModel.load(text_dir) if (text_dir / NGRAM_FILE).is_file() else None
         return cls(card.version, encoder, ngram)
+
+    async def connect(self, model: TextModel) -> None:
+        """Connect ``model``; raises unless its server serves this text model at its card's version
+        (the one verdicts name)."""
+        await model.connect()
+        if model.version != self.version:
+            raise WrongVersion(f"Triton serves version {model.version!r}, not {self.version!r}")
+
+    async def score(self, scorer: TextScorer, texts: Sequence[str]) -> Scores:
+        """``texts`` scored by the network (through ``scorer``) and by the n-gram model, at once."""
+        text, ngram = await asyncio.gather(scorer.score(texts), ngram_probs(self.ngram, texts))
+        return text, ngram

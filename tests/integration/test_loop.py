@@ -127,11 +127,13 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         assert other.comparison.posts == 400 and other.published == 400
         assert other.comparison.b_labels.labelled == len(labels)
 
-        # Bad inputs: a range with nothing in it, a bundle whose text model did not score the range.
+        # Bad inputs: a range with nothing in it, a bundle whose text model did not score the range
+        # and which Triton does not serve (spam_text_shadow serves tiny0002).
         with pytest.raises(RangeError, match="no verdicts"):
             build_dataset(s, Range(end + timedelta(hours=1)), tmp_path / "empty.parquet")
-        other_text = write_bundle(tmp_path / "other-text", model=tiny_decision_model(), text_version="t2")
-        with pytest.raises(ReplayError, match="text model 't2' differs"):
+        tokenizer = tiny_model_dir / "tokenizer.json"
+        other_text = write_bundle(tmp_path / "other-text", tokenizer, tiny_decision_model(), text_version="t2")
+        with pytest.raises(ReplayError, match="Triton serves version 'tiny0002', not 't2'"):
             replay(s, other_text, rng, tmp_path / "replay-other")
         assert not (tmp_path / "empty.parquet").exists()
 

@@ -1,5 +1,6 @@
 """A challenger with its own text model on the embedded stack: tritonserver serves it as
-``spam_text_shadow`` beside ``spam_text``, and every post gets one verdict from each."""
+``spam_text_shadow`` beside ``spam_text``, and every post gets one verdict from each; replay with a
+bundle of that text model rescores the texts through it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import logging
 import urllib.request
 import uuid
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from modstream.backtest import replay
+from modstream.cli import app
+from modstream.replay import Record, produce_all
+from modstream.rescore import NGRAM, TEXT
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, read_range
 from schemas import Verdict
@@ -85,3 +92,66 @@ def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
     assert read_range(s, s.shadow_topic, Range()) == []
     assert SHADOW_FAILURES.labels("score")._value.get() - skipped == len(records)
     assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
+
+
+def test_replay_with_a_bundles_own_text_model_rescores_through_triton(
+    stack: Endpoints, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
+    # The same decision model beside the second tiny text model (tiny0002, served as spam_text_shadow).
+    other = bundle(tmp_path / "other", tiny_challenger_text_dir, 0, "champion")
+    s = run_settings(stack, champion, run)
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
+    records = traffic(80, "r", 7)
+    start = datetime.now(UTC)
+    run_worker(s, records)
+    served = {
+        v.post_id: v
+        for v in (Verdict.model_validate_json(m.value or b"") for m in read_range(s, s.output_topic, Range()))
+    }
+    # A verdict whose post event is not on the input topic: counted, never guessed.
+    ghost = served[records[0].key].model_copy(update={"post_id": "ghost"})
+    produce_all(s, [Record("ghost", ghost.model_dump_json().encode(), None)], topic=s.output_topic)
+    rng = Range(start)
+
+    before = inferences(stack, s.shadow_triton_model)
+    same = replay(s, champion, rng, tmp_path / "same")
+    assert same.reproduced == 1.0 and same.comparison.posts == len(records) + 1
+    assert same.rescored.triton_model is None and inferences(stack, s.shadow_triton_model) == before
+
+    env = {"MODSTREAM_KAFKA_BOOTSTRAP": s.kafka_bootstrap, "MODSTREAM_TRITON_URL": s.triton_url}
+    env |= {"MODSTREAM_INPUT_TOPIC": s.input_topic, "MODSTREAM_OUTPUT_TOPIC": s.output_topic}
+    args = ["replay", "--bundle", str(other), "--out", str(tmp_path / "other"), "--from-time", start.isoformat()]
+    args += ["--triton-model", s.shadow_triton_model, "--output-topic", f"replayed-{run}"]
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (
+        f"{len(records)} texts rescored by the bundle's text model through Triton model {s.shadow_triton_model!r}"
+        in said
+    )
+    report = json.loads((tmp_path / "other" / "replay.json").read_text())
+    assert (report["rescored"], report["no_post_event"], report["triton_model"]) == (
+        len(records),
+        1,
+        s.shadow_triton_model,
+    )
+    assert inferences(stack, s.shadow_triton_model) - before >= len(records)
+    again = {
+        v.post_id: v
+        for v in (Verdict.model_validate_json(m.value or b"") for m in read_range(s, f"replayed-{run}", Range()))
+    }
+    assert again.keys() == {r.key for r in records} and report["published"] == len(records)
+    assert {(v.model_versions["text"], v.model_versions["decision"]) for v in again.values()} == {
+        ("tiny0002", "champion")
+    }
+    for pid, v in again.items():
+        assert v.features is not None and (old := served[pid].features) is not None
+        # Only the two text features are the new model's; the rest is what the worker saw.
+        assert [x for i, x in enumerate(v.features.values) if i not in (TEXT, NGRAM)] == [
+            x for i, x in enumerate(old.values) if i not in (TEXT, NGRAM)
+        ]
+        assert v.stage_scores["text"] == v.features.values[TEXT]
+    moved = [pid for pid, v in again.items() if abs(v.stage_scores["text"] - served[pid].stage_scores["text"]) > 1e-4]
+    assert len(moved) > len(records) // 2

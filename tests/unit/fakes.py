@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -106,6 +107,17 @@ class FakeTextModel:
             raise TimeoutError("triton deadline exceeded")
         spam = (input_ids == self.cheap_id).any(axis=1).astype(np.float32) * 6 - 3
         return np.stack([np.zeros_like(spam), spam], axis=1)
+
+
+class FakeTextModels:
+    """Hands out ``model`` as the client of any Triton model name, and logs the names asked for."""
+
+    def __init__(self, model: FakeTextModel) -> None:
+        self.model, self.names = model, []
+
+    def __call__(self, name: str) -> AbstractAsyncContextManager[FakeTextModel]:
+        self.names.append(name)
+        return nullcontext(self.model)
 
 
 class FakeSource:

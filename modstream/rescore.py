@@ -1,0 +1,110 @@
+"""Replay with a bundle whose text model did not score the range: those verdicts' texts, scored again.
+
+Two features of a logged row are the text model's (the network's score and its n-gram
+companion's), so a bundle with another text model needs them anew. The posts are read back
+from the input topic and prepared by the worker's own validate stage (the text it scored); the
+network's score comes from Triton under the name serving the bundle's text model (checked
+against its card's version), the n-gram score from the bundle's own n-gram model. Every other
+feature stays as logged: what the worker saw then. A verdict whose post event is not found is
+counted, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from modstream.topics import Range
+from schemas import Verdict
+from training.redecide import has_row
+from workers.adapters.triton import TritonTextModel
+from workers.clients import TextModel
+from workers.config import Settings
+from workers.features import INDEX
+from workers.main import text_scorer
+from workers.records import InMsg, Post
+from workers.stages.validate import validate
+from workers.textmodel import LocalText
+
+TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
+# A post event is written before its verdict, by as much as the worker lagged then; its record
+# time (the producer's clock) may also run a little ahead of decided_at (the worker's).
+LOOKBACK = timedelta(hours=1)
+SKEW = timedelta(minutes=1)
+
+# A client of the text model a Triton model name serves, closed after use.
+TextModels = Callable[[str], AbstractAsyncContextManager[TextModel]]
+
+
+def triton(settings: Settings) -> TextModels:
+    """Clients of the Triton at ``settings.triton_url``; every call has the worker's deadline."""
+
+    @asynccontextmanager
+    async def client(name: str) -> AsyncIterator[TextModel]:
+        model = TritonTextModel(settings.triton_url, name, settings.triton_timeout_s)
+        try:
+            yield model
+        finally:
+            await model.close()
+
+    return client
+
+
+def stale(verdicts: Iterable[Verdict], version: str) -> list[Verdict]:
+    """The verdicts with a row to re-decide whose text features a text model other than ``version`` scored."""
+    return [v for v in verdicts if has_row(v) and v.model_versions.get("text") != version]
+
+
+def posts_range(verdicts: Sequence[Verdict], lookback: timedelta = LOOKBACK) -> Range:
+    """Where on the input topic the post events of ``verdicts`` are."""
+    times = [v.decided_at for v in verdicts]
+    return Range(min(times) - lookback, max(times) + SKEW)
+
+
+def posts_by_id(msgs: Sequence[InMsg]) -> dict[str, Post]:
+    """The first readable event of each post, prepared by the worker's validate stage."""
+    posts, _ = validate(msgs)  # an unreadable record is no post: its verdict counts as without one
+    out: dict[str, Post] = {}
+    for p in posts:
+        out.setdefault(p.event.post_id, p)
+    return out
+
+
+def with_scores(v: Verdict, text: float | None, ngram: float | None) -> Verdict:
+    """``v`` with its two text features, and its text stage score, replaced."""
+    assert v.features is not None  # stale() keeps verdicts with a row only
+    values = list(v.features.values)
+    values[TEXT], values[NGRAM] = text, ngram
+    scores = {k: s for k, s in v.stage_scores.items() if k != "text"} | ({} if text is None else {"text": text})
+    features = v.features.model_copy(update={"values": values})
+    return v.model_copy(update={"features": features, "stage_scores": scores})
+
+
+@dataclass(frozen=True)
+class Rescored:
+    verdicts: list[Verdict]  # the stale verdicts with their post event, their text features scored again
+    no_post_event: int
+    triton_model: str | None = None  # the model name asked; None: Triton was not called
+
+
+async def rescore(
+    stale: Sequence[Verdict],
+    posts: Mapping[str, Post],
+    local: LocalText,
+    models: TextModels,
+    name: str,
+    settings: Settings,
+) -> Rescored:
+    """``stale`` verdicts whose post is in ``posts``, their texts scored by ``local``'s text model as
+    the Triton model ``name`` serves it. Raises what the client raises, or WrongVersion when ``name``
+    serves another version."""
+    found = [(v, posts[v.post_id]) for v in stale if v.post_id in posts]
+    if not found:  # nothing to score: no client
+        return Rescored([], len(stale))
+    async with models(name) as model:
+        await local.connect(model)
+        text, ngram = await local.score(text_scorer(settings, local.encoder, model), [p.text for _, p in found])
+    again = [with_scores(v, t, n) for (v, _), t, n in zip(found, text, ngram, strict=True)]
+    return Rescored(again, len(stale) - len(found), name)
