@@ -20,7 +20,7 @@ from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import DecisionReloader
-from workers.shadow import Shadow
+from workers.shadow import Batch, Shadow
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
 from workers.stages.score import TextScorer
@@ -146,7 +146,8 @@ class ModerationWorker:
             raise
         if self.shadow is not None:  # after the champion's verdicts are out
             versions = self.versions(self.shadow.model)
-            self.shadow.run(rest, profiles, probs, ngram_probs, decided, versions, unavailable, own)
+            batch = Batch(rest, profiles, decided, versions, unavailable)
+            self.shadow.run(batch, probs, ngram_probs, own)
         return settlement
 
     async def _publish(

@@ -91,6 +91,17 @@ class ShadowText:
         self._up, self._retry_at = False, self.clock() + RETRY_S
 
 
+@dataclass(frozen=True)
+class Batch:
+    """What the challenger decides from, as the champion's batch left it."""
+
+    posts: Sequence[Post]
+    profiles: Sequence[Profile]
+    champion: Sequence[Outcome]  # the champion's verdicts, for the flip counts
+    versions: dict[str, str]  # the challenger's model versions
+    unavailable: Unavailable  # what the champion's batch was decided without
+
+
 @dataclass
 class Shadow:
     model: DecisionModel
@@ -107,56 +118,38 @@ class Shadow:
 
     def run(
         self,
-        posts: Sequence[Post],
-        profiles: Sequence[Profile],
+        batch: Batch,
         text_probs: Sequence[float | None],
         ngram_probs: Sequence[float | None] | None,
-        champion: Sequence[Outcome],
-        versions: dict[str, str],
-        unavailable: Unavailable,
         own: asyncio.Task[Scores | None] | None = None,
     ) -> None:
-        """Decide ``posts`` and publish in the background; never raises. ``own`` (from :meth:`score`)
+        """Decide ``batch`` and publish in the background; never raises. ``own`` (from :meth:`score`)
         replaces the champion's scores: then the posts are decided once it is done, in the background too."""
         if self._pending >= MAX_PENDING:
             if own is not None:
                 own.cancel()
-            SHADOW_FAILURES.labels("backlog").inc(len(posts))
+            SHADOW_FAILURES.labels("backlog").inc(len(batch.posts))
             return
         if own is None:
-            decided = _ready(self._decide(posts, profiles, text_probs, ngram_probs, champion, versions, unavailable))
+            decided = _ready(self._decide(batch, text_probs, ngram_probs))
         else:
             assert self.text is not None  # only it starts ``own``
-            versions = versions | {"text": self.text.version}
-            decided = self._decide_own(own, posts, profiles, champion, versions, unavailable)
+            decided = self._decide_own(own, replace(batch, versions=batch.versions | {"text": self.text.version}))
         # One publish at a time, in batch order: each waits for the one before.
         self._pending += 1
         self._last = asyncio.create_task(self._publish(decided, self._last))
 
-    async def _decide_own(
-        self,
-        own: Awaitable[Scores | None],
-        posts: Sequence[Post],
-        profiles: Sequence[Profile],
-        champion: Sequence[Outcome],
-        versions: dict[str, str],
-        unavailable: Unavailable,
-    ) -> list[Outcome]:
+    async def _decide_own(self, own: Awaitable[Scores | None], batch: Batch) -> list[Outcome]:
         if (scores := await own) is None:
             return []
         # Its own text scores are in: only the champion's missing history can degrade it.
-        return self._decide(posts, profiles, *scores, champion, versions, replace(unavailable, text_model=False))
+        return self._decide(replace(batch, unavailable=replace(batch.unavailable, text_model=False)), *scores)
 
     def _decide(
-        self,
-        posts: Sequence[Post],
-        profiles: Sequence[Profile],
-        text_probs: Sequence[float | None],
-        ngram_probs: Sequence[float | None] | None,
-        champion: Sequence[Outcome],
-        versions: dict[str, str],
-        unavailable: Unavailable,
+        self, batch: Batch, text_probs: Sequence[float | None], ngram_probs: Sequence[float | None] | None
     ) -> list[Outcome]:
+        posts, profiles, champion = batch.posts, batch.profiles, batch.champion
+        versions, unavailable = batch.versions, batch.unavailable
         try:
             outcomes, failures = decide(posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs)
         except Exception as exc:
