@@ -1,3 +1,6 @@
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from workers.adapters.kafka import KafkaSource
 from workers.fetchwait import FetchWait
 
 
@@ -44,3 +47,28 @@ def test_the_stall_clock_starts_when_partitions_are_assigned() -> None:
     # The first fetches after the assignment: a backlog, but not yet a stall.
     assert polls(fw, "...", lag=500, start=1.75) == []
     assert polls(fw, "..", lag=500, start=2.5) == [0.1]  # a whole stall_s after the assignment
+
+
+class RestartingBroker:
+    """A consumer whose broker went away mid-question: the lag check must not crash the worker."""
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition("posts", 0)]
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        return [TopicPartition("posts", 0, 5)]
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition("posts", 0, 7)]
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        raise KafkaException(KafkaError(KafkaError._DESTROY_BROKER, "Broker handle destroyed"))
+
+
+def test_a_broker_that_cannot_say_leaves_the_lag_unknown() -> None:
+    source = KafkaSource({"bootstrap.servers": "127.0.0.1:9", "group.id": "g"}, ["posts"])
+    try:
+        real, source._consumer = source._consumer, RestartingBroker()  # type: ignore[assignment]
+        assert source._lag() is None
+    finally:
+        real.close()

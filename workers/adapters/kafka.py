@@ -105,16 +105,21 @@ class KafkaSource:
 
     def _lag(self) -> int | None:
         """Records waiting on the assigned partitions, from the position (or, before the first
-        fetch, the committed offset) to the end; None while no partition is assigned."""
+        fetch, the committed offset) to the end; None while no partition is assigned, or while
+        the broker cannot say (it is restarting: the next stall asks again)."""
         assigned = self._consumer.assignment()
         if not assigned:
             return None
-        committed = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(assigned, timeout=5)}
-        lag = 0
-        for tp in self._consumer.position(assigned):
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=5)
-            at = next((o for o in (tp.offset, committed[tp.topic, tp.partition]) if o >= 0), low)
-            lag += max(0, high - at)
+        try:
+            committed = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(assigned, timeout=5)}
+            lag = 0
+            for tp in self._consumer.position(assigned):
+                low, high = self._consumer.get_watermark_offsets(tp, timeout=5)
+                at = next((o for o in (tp.offset, committed[tp.topic, tp.partition]) if o >= 0), low)
+                lag += max(0, high - at)
+        except KafkaException as exc:
+            log.warning("consumer lag unknown: %s", exc.args[0])
+            return None
         return lag
 
     def _refetch(self, wait_s: float) -> None:
