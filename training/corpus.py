@@ -2,7 +2,8 @@
 
 Each raw RFC-822 message becomes ``Subject`` + its text body: headers are dropped
 because they are mail-transport artefacts (hostnames, dates) that a social-post
-model never sees and would otherwise learn as shortcuts.
+model never sees and would otherwise learn as shortcuts. For the same reason the
+plain-text body loses what lists and replies add to a message (:func:`own_text`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,21 @@ CORPUS_NAME = "spam-assassin-0.2.3"
 GROUPS = ("easy-ham-1", "easy-ham-2", "hard-ham-1", "spam-1", "spam-2")
 MAX_CHARS = 4000
 # Version of the extracted-text cache: bump whenever message_text's output changes.
-TEXTS_VERSION = 1
+TEXTS_VERSION = 2
 
 _WS = re.compile(r"\s+")
+# Where a list footer, a sponsor block, a signature or a forwarded message begins: the
+# rest is not the sender's text. List footers sit on ham and spam alike (spam forwarded
+# to a list carries the list's footer), so pieces cut from them would teach the list,
+# and a ham list's sponsor block ("Get a new phone for FREE!") would teach ads as ham.
+_TRAILER = re.compile(
+    r"^(?:--\s*$|_{20,}\s*$|-{3,}\s*Original Message\s*-{3,}|-+\s*Yahoo! Groups Sponsor"
+    r"|This sf\.net email is sponsored by)",
+    re.I,
+)
+# Quoted text and its attribution line belong to an earlier message, often another sender's.
+_QUOTE = re.compile(r"^\s*>|\b(?:wrote|writes):\s*$")
+_RULE = re.compile(r"^[\W_]*$")
 
 
 def ensure_corpus(cache: Path) -> Path:
@@ -82,6 +95,19 @@ def _html_to_text(html: str) -> str:
     return soup.get_text(" ")
 
 
+def own_text(body: str) -> str:
+    """A plain-text body without quoted lines, and cut where a trailer (see ``_TRAILER``) begins."""
+    kept: list[str] = []
+    for line in body.splitlines():
+        if _TRAILER.match(line):
+            break
+        if not _QUOTE.search(line):
+            kept.append(line)
+    while kept and _RULE.match(kept[-1]):  # the rule of dashes that led into the trailer
+        kept.pop()
+    return "\n".join(kept)
+
+
 def _part_text(part: EmailMessage) -> str:
     try:
         content = part.get_content()
@@ -103,8 +129,9 @@ def _subject(msg: EmailMessage) -> str:
 def message_text(raw: str, max_chars: int = MAX_CHARS) -> str:
     """Subject plus the text body of an RFC-822 message, whitespace-collapsed and truncated.
 
-    text/plain parts are preferred; text/html parts are used (stripped of markup)
-    only when there is no plain text. Attachments are skipped.
+    text/plain parts are preferred, reduced to the sender's own text (:func:`own_text`);
+    text/html parts are used (stripped of markup) only when there is no plain text.
+    Attachments are skipped.
     """
     msg = email.message_from_string(raw, policy=email.policy.default)
     assert isinstance(msg, EmailMessage)  # what policy.default builds; narrows the type
@@ -116,7 +143,7 @@ def message_text(raw: str, max_chars: int = MAX_CHARS) -> str:
             continue
         ctype = part.get_content_type()
         if ctype == "text/plain":
-            plain.append(_part_text(part))
+            plain.append(own_text(_part_text(part)))
         elif ctype == "text/html":
             html.append(_part_text(part))
     # Converting HTML is the slow step: only do it when there is no plain-text alternative.

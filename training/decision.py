@@ -40,7 +40,12 @@ PARAMS = {
     "learning_rate": 0.05,
     "num_leaves": 31,
     "min_data_in_leaf": 40,
-    "feature_fraction": 0.9,
+    # Half the features per tree: the two text scores are strongly correlated and the n-gram one
+    # is graded where the transformer's saturates, so with nearly all features every tree split on
+    # the n-gram first, and a casual post it misread ("Congratulations to our team for winning
+    # the regional finals!": n-gram 0.69, transformer 0.02) was blocked; trees without it learn
+    # the transformer's part too. Simulated test metrics do not move.
+    "feature_fraction": 0.5,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
     "verbose": -1,

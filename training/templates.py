@@ -2,8 +2,12 @@
 
 They cover what the registry data lacks: short social-media spam (phishing with
 obfuscated links, pills and toll-free numbers, crypto and follower scams) and short
-everyday posts. They only ever enter the training split (:mod:`training.posts`), so
-no reported figure is measured on them.
+everyday posts, above all the community notices that read like ads (a sofa given
+away, a garage sale, a lost pet, a room to let, a job at the corner cafe) and the
+congratulations that spam borrows ("Congratulations! You won..."): the
+registry ham is mailing-list talk and chat, so without them a post offering
+anything free or for sale looks like spam. Half the draws are each. They only ever
+enter the training split (:mod:`training.posts`), so no reported figure is measured on them.
 """
 
 from __future__ import annotations
@@ -32,11 +36,28 @@ _FILL: dict[str, tuple[str, ...]] = {
     "scheme": ("crypto", "bitcoin", "forex", "NFT", "trading bot", "work from home"),
     "cta": ("DM me", "click the link in bio", "message me now", "limited spots left", "act now"),
     "prize": ("iPhone 16", "free vacation", "$1000 Walmart gift card", "cash prize", "PS5"),
-    "item": ("bike", "couch", "desk", "guitar", "stroller", "lamp", "bookshelf"),
-    "price": ("20", "35", "50", "80", "120"),
-    "who": ("mom", "dad", "grandma", "my sister", "buddy", "coach"),
-    "event": ("the game", "band practice", "book club", "the picnic", "dinner", "yoga"),
-    "day": ("tomorrow", "on Friday", "this weekend", "tonight", "next week"),
+    "item": ("bike", "couch", "desk", "guitar", "stroller", "lamp", "bookshelf", "mini fridge", "crib", "TV stand"),
+    "items": ("kids' books", "moving boxes", "plant pots", "winter coats", "board games", "kitchen stuff"),
+    "price": ("20", "35", "50", "80", "120", "$15", "$60", "$5"),
+    "who": ("mom", "dad", "grandma", "my sister", "buddy", "coach", "everyone", "neighbors"),
+    "event": ("the game", "band practice", "book club", "the picnic", "dinner", "yoga", "trivia night", "the fair"),
+    "day": ("tomorrow", "on Friday", "this weekend", "tonight", "next week", "Saturday morning", "Sunday 9-1"),
+    "place": ("Elm St", "the community center", "Lincoln park", "the old library", "our driveway", "the church hall"),
+    "pet": ("cat", "dog", "parrot", "bunny", "kitten", "husky"),
+    "color": ("black", "orange", "grey", "white and brown", "spotted"),
+    "gig": ("dishwasher", "cashier", "babysitter", "dog walker", "line cook", "lifeguard"),
+    "pro": ("plumber", "dentist", "mechanic", "vet", "tutor", "electrician"),
+    "cause": ("the food bank", "the animal shelter", "the school trip", "the library", "new uniforms"),
+    "milestone": (
+        "the new job",
+        "graduating",
+        "the engagement",
+        "the promotion",
+        "your first marathon",
+        "the new baby",
+    ),
+    "team": ("our team", "the girls' team", "my son's team", "the Tigers", "our office league team"),
+    "win": ("won the finals", "won the championship", "won 3-1 tonight", "won the science fair", "took first place"),
 }
 
 SPAM_TEMPLATES = (
@@ -58,6 +79,22 @@ HAM_TEMPLATES = (
     "see you at {event} {day}",
     "thanks {who}, that was so much fun",
     "Lost my keys near {event} {day}, let me know if you find them",
+    "free {item}, you pick up, it's on the curb at {place}",
+    "giving away {items}, first come first served. {place}",
+    "yard sale {day} at {place}: {items}, a {item}, everything cheap",
+    "{item} for sale, {price}, barely used. message me if interested",
+    "moving next month, {item} needs a new home, {price} or best offer",
+    "lost {pet} near {place}, {color}, very friendly. please call if you see it",
+    "found a {color} {pet} by {place} {day}, no collar. is it yours?",
+    "room for rent near {place} from {day}, quiet house. DM me for details",
+    "we're hiring a {gig}! stop by {place} or message me",
+    "can anyone recommend a good {pro}? ours moved away",
+    "reminder: {event} {day} at {place}, free entry, bring a friend",
+    "bake sale {day} at {place}, all proceeds go to {cause}. thanks {who}!",
+    "please vote for our {pet} in the cutest pet contest, link in bio",
+    "{event} raised {price}00 for {cause}, thank you {who}",
+    "congratulations {who} on {milestone}! so happy for you",
+    "{team} {win}!! congrats everyone, so proud",
 )
 
 
@@ -71,13 +108,13 @@ def _fill(template: str, rng: random.Random) -> str:
 
 
 def template_posts(n: int, seed: int) -> Iterator[Example]:
-    """``n`` filled templates, about four in five spam, with ids ``template/<i>``."""
+    """``n`` filled templates, half spam, with ids ``template/<i>``."""
     rng = random.Random(seed)
     seen: set[str] = set()
     for i in range(n * 20):  # enough draws for n distinct texts
         if len(seen) >= n:
             return
-        spam = rng.random() < 0.8
+        spam = rng.random() < 0.5
         text = _fill(rng.choice(SPAM_TEMPLATES if spam else HAM_TEMPLATES), rng)
         if text not in seen:
             seen.add(text)

@@ -49,7 +49,7 @@ from training.text_scoring import (
 )
 from training.textdata import Example, Splits, data_hash, load_labeled, split
 from workers.cards import CARD_FILE, TextModelCard
-from workers.ngram import NgramModel
+from workers.ngram import NGRAM_FILE, NgramModel
 from workers.textenc import TextEncoder, spam_prob
 
 # Defaults for the stock run on the default posts (training.posts): about 10 min on 2 idle cores.
@@ -91,11 +91,12 @@ def _torch_scores(model: PreTrainedModel, data: Encoded, autocast: Any) -> Float
     return scores
 
 
-def _file_hash(path: Path) -> str:
+def _files_hash(*paths: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for path in paths:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
@@ -260,7 +261,8 @@ def _export_and_evaluate(
     fused_shown = np.concatenate([fused[name] for name in shown])
     plots.confusion(y, (fused_shown >= THRESHOLD).astype(int), out / "confusion_fused.png", title=f"{title}, fused")
     return {
-        "version": _file_hash(serving)[:12],
+        # Both text signals the decision model reads: a new n-gram model is a new text model version.
+        "version": _files_hash(serving, out / NGRAM_FILE)[:12],
         "serving_model": serving.name,
         "file_bytes": file_bytes,
         "metrics": split_metrics,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from training.corpus import message_text
+from training.corpus import message_text, own_text
 from training.textdata import (
     DataError,
     Example,
@@ -225,6 +225,42 @@ def test_attachments_skipped() -> None:
 
 def test_unknown_charset_still_decodes() -> None:
     assert message_text(BROKEN) == "Hello Hello world"
+
+
+LIST_REPLY = """\
+On Tue, Alice wrote:
+> is the meeting still on?
+Yes, at nine in room 4.
+Bring the slides.
+
+--
+Bob
+
+_______________________________________________
+Razor-users mailing list
+https://lists.sourceforge.net/lists/listinfo/razor-users
+"""
+
+
+def test_own_text_drops_quotes_signature_and_list_footer() -> None:
+    assert own_text(LIST_REPLY) == "Yes, at nine in room 4.\nBring the slides."
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [
+        "-------------------------------------------------------\nThis sf.net email is sponsored by: ThinkGeek",
+        "------------------------ Yahoo! Groups Sponsor ---------------------~-->\nGet a new phone FREE!",
+        "-----Original Message-----\nFrom: someone",
+    ],
+)
+def test_own_text_cuts_sponsor_blocks_and_forwards(trailer: str) -> None:
+    assert own_text(f"Patch attached.\n{trailer}\nmore") == "Patch attached."
+
+
+def test_own_text_keeps_dashes_inside_the_text() -> None:
+    body = "--<snip>--\nkernel*\n--</snip>--\nCLICK HERE -- now!"
+    assert own_text(body) == body
 
 
 def test_truncation_and_garbage() -> None:
