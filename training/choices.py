@@ -95,7 +95,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     low = min(min(r["ngram_f1"], r["transformer_f1"]) for r in rows)
     ax.set(ylabel="F1 on held-out posts", ylim=(max(0.0, low - 0.03), 1.0), title="Text model: one choice at a time")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
