@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -24,6 +25,7 @@ from modstream.topics import Range, read_range
 from schemas import Verdict
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
+from workers.config import Settings
 from workers.metrics import SHADOW_FAILURES
 
 pytestmark = pytest.mark.integration
@@ -34,14 +36,26 @@ def inferences(stack: Endpoints, model: str) -> int:
         return int(json.load(resp)["model_stats"][0]["inference_count"])
 
 
+@pytest.fixture
+def champion(tmp_path: Path, tiny_model_dir: Path) -> Path:
+    """The served bundle: the first tiny text model with decision model "champion"."""
+    return bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
+
+
+def started(stack: Endpoints, champion: Path, run: str, **overrides: Any) -> Settings:
+    """This run's settings with its topics created (the shadow topic too, when the run names one)."""
+    s = run_settings(stack, champion, run, **overrides)
+    topics = {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1}
+    create_topics(s.kafka_bootstrap, topics | ({s.shadow_topic: 2} if "shadow_topic" in overrides else {}))
+    return s
+
+
 def test_a_challenger_with_its_own_text_model_is_shadowed(
-    stack: Endpoints, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+    stack: Endpoints, champion: Path, tiny_challenger_text_dir: Path, tmp_path: Path
 ) -> None:
     run = uuid.uuid4().hex[:8]
-    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
     challenger = bundle(tmp_path / "challenger", tiny_challenger_text_dir, 1, "challenger")
-    s = run_settings(stack, champion, run, shadow_model_dir=challenger, shadow_topic=f"verdicts-{run}.shadow")
-    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1, s.shadow_topic: 2})
+    s = started(stack, champion, run, shadow_model_dir=challenger, shadow_topic=f"verdicts-{run}.shadow")
     records = traffic(120, "t", 5)
     before = inferences(stack, s.shadow_triton_model)
 
@@ -65,15 +79,14 @@ def test_a_challenger_with_its_own_text_model_is_shadowed(
 
 def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
     stack: Endpoints,
-    tiny_model_dir: Path,
+    champion: Path,
     tiny_challenger_text_dir: Path,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     run = uuid.uuid4().hex[:8]
-    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
     challenger = bundle(tmp_path / "challenger", tiny_challenger_text_dir, 1, "challenger")
-    s = run_settings(
+    s = started(
         stack,
         champion,
         run,
@@ -81,7 +94,6 @@ def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
         shadow_topic=f"verdicts-{run}.shadow",
         shadow_triton_model="not_served",
     )
-    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1, s.shadow_topic: 2})
     records = traffic(30, "n", 6)
     skipped = SHADOW_FAILURES.labels("score")._value.get()
 
@@ -95,14 +107,12 @@ def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
 
 
 def test_replay_with_a_bundles_own_text_model_rescores_through_triton(
-    stack: Endpoints, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+    stack: Endpoints, champion: Path, tiny_challenger_text_dir: Path, tmp_path: Path
 ) -> None:
     run = uuid.uuid4().hex[:8]
-    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
     # The same decision model beside the second tiny text model (tiny0002, served as spam_text_shadow).
     other = bundle(tmp_path / "other", tiny_challenger_text_dir, 0, "champion")
-    s = run_settings(stack, champion, run)
-    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
+    s = started(stack, champion, run)
     records = traffic(80, "r", 7)
     start = datetime.now(UTC)
     run_worker(s, records)
