@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from modstream.promotion import Switch, TextServing
     from modstream.topics import Range
     from workers.config import Settings
 
@@ -143,35 +144,66 @@ def models(ctx: typer.Context) -> None:
     print(ensure_models(console).bundle)
 
 
+def _text_serving(settings: Settings) -> TextServing | None:
+    """Triton's repository and control API, for a promotion that brings another text model; None when
+    MODSTREAM_TRITON_REPO is unset (then such a promotion is refused)."""
+    from modstream.promotion import TextServing
+    from workers.adapters.triton import TritonControl
+
+    if settings.triton_repo is None:
+        return None
+    reload_s = settings.model_reload_s or 5.0
+    return TextServing(
+        settings.triton_repo / settings.triton_model,
+        TritonControl(settings.triton_url, max(settings.triton_timeout_s, 60.0)),  # a load takes seconds
+        idle_s=reload_s,
+        drain_min_s=2 * reload_s,
+        drain_max_s=max(60.0, 6 * reload_s),
+        keep=[settings.shadow_model_dir] if settings.shadow_model_dir else [],
+    )
+
+
+def _switched(switch: Switch) -> None:
+    console.print(f"{switch.action}: now serving {switch.after} (decision model {switch.decision}, text model "
+                  f"{switch.text}); was {switch.before or 'nothing'}")  # fmt: skip
+    if switch.text_changed:
+        console.print(f"  Triton loaded text model {switch.text} first; running workers switch between batches")
+    if switch.retired:
+        console.print(f"  retired from Triton once no worker asked for them: {', '.join(switch.retired)}")
+    if switch.still_in_use:
+        console.print(
+            f"[yellow]  still asked for, left loaded:[/] {', '.join(switch.still_in_use)} "
+            "(a worker that has not switched; the next promotion retires them)"
+        )
+
+
 @models_app.command("promote")
 def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to serve")]) -> None:
-    """Serve BUNDLE: swap the MODSTREAM_MODEL_DIR link atomically; running workers switch between batches."""
+    """Serve BUNDLE: load its text model into Triton if it is another one, then swap the MODSTREAM_MODEL_DIR
+    link atomically; running workers switch between batches."""
     from modstream.promotion import PromotionError, promote
     from training.dataset import DatasetError
 
+    settings = _settings()
     try:
-        switch = promote(_settings().model_dir, bundle)
+        switch = promote(settings.model_dir, bundle, _text_serving(settings))
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
-    console.print(f"promoted {switch.after} (decision model {switch.decision}); was {switch.before or 'nothing'}")
-    if switch.text_changed:
-        console.print(
-            f"[yellow]its text model {switch.text} differs:[/] running workers keep the old bundle until Triton "
-            "serves it and they restart"
-        )
+    _switched(switch)
 
 
 @models_app.command("rollback")
 def models_rollback() -> None:
-    """Serve the bundle promoted before the current one."""
+    """Serve the bundle promoted before the current one (its text model loaded into Triton again if need be)."""
     from modstream.promotion import PromotionError, rollback
     from training.dataset import DatasetError
 
+    settings = _settings()
     try:
-        switch = rollback(_settings().model_dir)
+        switch = rollback(settings.model_dir, _text_serving(settings))
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
-    console.print(f"rolled back to {switch.after} (decision model {switch.decision}); was {switch.before}")
+    _switched(switch)
 
 
 @app.command()

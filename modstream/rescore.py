@@ -34,16 +34,16 @@ TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
 LOOKBACK = timedelta(hours=1)
 SKEW = timedelta(minutes=1)
 
-# A client of the text model a Triton model name serves, closed after use.
-TextModels = Callable[[str], AbstractAsyncContextManager[TextModel]]
+# A client of a text model (its card's version) as a Triton model name serves it, closed after use.
+TextModels = Callable[[str, str], AbstractAsyncContextManager[TextModel]]
 
 
 def triton(settings: Settings) -> TextModels:
     """Clients of the Triton at ``settings.triton_url``; every call has the worker's deadline."""
 
     @asynccontextmanager
-    async def client(name: str) -> AsyncIterator[TextModel]:
-        model = TritonTextModel(settings.triton_url, name, settings.triton_timeout_s)
+    async def client(name: str, version: str) -> AsyncIterator[TextModel]:
+        model = TritonTextModel(settings.triton_url, name, settings.triton_timeout_s, version)
         try:
             yield model
         finally:
@@ -103,7 +103,7 @@ async def rescore(
     found = [(v, posts[v.post_id]) for v in stale if v.post_id in posts]
     if not found:  # nothing to score: no client
         return Rescored([], len(stale))
-    async with models(name) as model:
+    async with models(name, local.version) as model:
         await local.connect(model)
         text, ngram = await local.score(text_scorer(settings, local.encoder, model), [p.text for _, p in found])
     again = [with_scores(v, t, n) for (v, _), t, n in zip(found, text, ngram, strict=True)]

@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     # Triton
     triton_url: str = "127.0.0.1:8001"
     triton_model: str = "spam_text"
+    # The model repository Triton serves from (explicit model control): `modstream models promote` writes a
+    # bundle's other text model into <triton_repo>/<triton_model>/<n>/ and loads it there before switching.
+    triton_repo: Path | None = None
     # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
     triton_timeout_s: Annotated[float, Field(ge=0.001)] = 5.0
     # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one

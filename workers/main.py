@@ -22,7 +22,7 @@ from workers.lifecycle import run_until_signalled
 from workers.moderation import ModerationWorker
 from workers.ngram import NgramModel
 from workers.ramp import BatchRamp
-from workers.reload import DecisionReloader
+from workers.reload import BundleReloader
 from workers.shadow import Shadow, ShadowText
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
@@ -80,14 +80,30 @@ def text_scorer(settings: Settings, encoder: TextEncoder, model: TextModel) -> T
     )
 
 
+async def connect_text(settings: Settings, text: LocalText) -> TextScorer:
+    """A scorer of ``text``'s model as the champion's Triton model serves it; raises when it does not (yet)."""
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, text.version)
+    try:
+        await model.connect()
+    except BaseException:
+        await model.close()
+        raise
+    return text_scorer(settings, text.encoder, model)
+
+
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
     # The challenger's own text model, served by the same Triton under a second name.
     shadow_model = (
-        TritonTextModel(settings.triton_url, settings.shadow_triton_model, settings.triton_timeout_s)
+        TritonTextModel(
+            settings.triton_url,
+            settings.shadow_triton_model,
+            settings.triton_timeout_s,
+            loaded.challenger_text.version,
+        )
         if loaded.challenger_text
         else None
     )
@@ -117,7 +133,9 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         transactions = (
             KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
         )
-        reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
+        reloader = BundleReloader(
+            settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
+        )
         shadow = (
             Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s, shadow_text)
             if loaded.challenger and shadow_sink
@@ -136,6 +154,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             transactions,
             loaded.ngram,
             ramp,
+            lambda text: connect_text(settings, text),
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s%s",

@@ -32,7 +32,9 @@ SHADOW_FAILURES = Counter(
     "modstream_shadow_failures_total", "Posts the challenger skipped: it failed to decide or publish", ["step"]
 )
 MODEL_RELOADS = Counter(
-    "modstream_model_reloads_total", "Promoted decision models picked up (loaded) or refused", ["outcome"]
+    "modstream_model_reloads_total",
+    "Promoted bundles picked up (loaded), refused, or waiting for Triton to serve their text model (pending)",
+    ["outcome"],
 )
 BANLIST_SIZE = Gauge("modstream_banlist_entries", "Banned domains, IPs and ranges currently loaded")
 

@@ -95,7 +95,7 @@ class FakeTextModel:
 
     def __init__(self, cheap_id: int, fail: bool = False, parallelism: int = 1, version: str = "fake-1") -> None:
         self.cheap_id, self.fail, self.parallelism, self.batches = cheap_id, fail, parallelism, []
-        self.version = version
+        self.version, self.closed = version, False
 
     async def connect(self) -> None:
         if self.fail:
@@ -108,6 +108,9 @@ class FakeTextModel:
         spam = (input_ids == self.cheap_id).any(axis=1).astype(np.float32) * 6 - 3
         return np.stack([np.zeros_like(spam), spam], axis=1)
 
+    async def close(self) -> None:
+        self.closed = True
+
 
 class FakeTextModels:
     """Hands out ``model`` as the client of any Triton model name, and logs the names asked for."""
@@ -115,7 +118,7 @@ class FakeTextModels:
     def __init__(self, model: FakeTextModel) -> None:
         self.model, self.names = model, []
 
-    def __call__(self, name: str) -> AbstractAsyncContextManager[FakeTextModel]:
+    def __call__(self, name: str, version: str) -> AbstractAsyncContextManager[FakeTextModel]:
         self.names.append(name)
         return nullcontext(self.model)
 
