@@ -20,6 +20,8 @@ from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from schemas.events import TEXT_JUDGED_CHARS
+
 # Duration settings that used to be given in milliseconds, as MODSTREAM_<NAME>_MS.
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
 
@@ -95,6 +97,9 @@ class Settings(BaseSettings):
     # After an error no step caught fails a batch, each record is retried alone this many
     # times; one that still fails is dead-lettered, so it cannot stall its partition.
     max_record_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    # A post's text is judged on its first this many characters; a longer one is cut, not
+    # dead-lettered, and its verdict carries the reason "text_truncated".
+    max_text_chars: Annotated[int, Field(ge=1, le=1_000_000)] = TEXT_JUDGED_CHARS
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
