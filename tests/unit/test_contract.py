@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from modstream.cli import app
 from schemas import Verdict
-from tests.unit.fakes import FakeStore
+from tests.unit.fakes import DROP, KINDS, FakeStore, body
 from tests.unit.schema_strategy import from_schema
 from tests.unit.test_worker import KS, make_worker, verdicts
 from workers.metrics import BoundedLabels
@@ -28,36 +28,6 @@ from workers.stages.decide import facts_of
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
 from workers.textenc import TextEncoder
-
-BASE = {
-    "post_id": "p",
-    "user_id": "u1",
-    "created_at": "2026-11-21T10:00:00Z",
-    "text": "hello friends",
-    "ip": "192.0.2.10",
-    "platform": "web",
-}
-DROP = object()
-
-
-def body(pid: str, **kw: Any) -> dict[str, Any]:
-    """A valid event with ``kw`` set; a field set to ``DROP`` is left out."""
-    return {k: v for k, v in {**BASE, "post_id": pid, **kw}.items() if v is not DROP}
-
-
-# One post of each kind real producers send, beside a control: the issue's done-when list.
-KINDS: dict[str, dict[str, Any]] = {
-    "control": body("control"),
-    "extra": body("extra", surprise=True, lang="en"),
-    "no-ip": body("no-ip", ip=DROP),
-    "null-ip": body("null-ip", ip=None),
-    "no-platform": body("no-platform", platform=DROP),
-    "int-id": body("int-id", post_id=1_234_567_890_123),
-    "epoch-ms": body("epoch-ms", created_at=1_795_255_200_000),
-    "slashy-user": body("slashy-user", user_id="aGVsbG8/d29y+bGQ=/=="),
-    "did-user": body("did-user", user_id="did:plc:z72i7hdynmk6r22z27h6tvur/app.bsky.feed.post/3kq"),
-    "long-text": body("long-text", text="spam " * 10_000),  # 50,000 characters
-}
 
 
 def as_msgs(*events: dict[str, Any] | bytes) -> list[InMsg]:
