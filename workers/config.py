@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from schemas.events import TEXT_JUDGED_CHARS
+from workers.logs import LIBRDKAFKA, LogFormat
 
 # Duration settings that used to be given in milliseconds, as MODSTREAM_<NAME>_MS.
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
@@ -143,6 +144,8 @@ class Settings(BaseSettings):
     shadow_triton_model: str = "spam_text_shadow"
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
+    # text for a terminal; json: one JSON object per line, librdkafka's lines included.
+    log_format: LogFormat = "text"
 
     @classmethod
     def settings_customise_sources(
@@ -159,7 +162,8 @@ class Settings(BaseSettings):
 
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka settings shared by every client: the one place dotted keys are mapped."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_extra}
+        # librdkafka's own log lines through Python logging (served by the clients' poll), not raw to stderr.
+        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, "logger": LIBRDKAFKA, **self.kafka_extra}
         if self.kafka_sasl_password is not None:
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf
