@@ -59,10 +59,23 @@ def _settings() -> Settings:
         _misconfigured(f"bad MODSTREAM_* settings: {describe(exc)}")
 
 
+def _service(log_level: str) -> Settings:
+    """The settings of a command that runs as a service, its logging configured from them."""
+    from workers.logs import configure
+
+    settings = _settings()
+    configure(log_level.upper(), settings.log_format)
+    return settings
+
+
 def _misconfigured(message: str) -> NoReturn:
+    from workers.logs import JsonFormatter
     from workers.startup import EXIT_MISCONFIGURED
 
-    console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however long
+    if any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers):  # a service's JSON log
+        logging.getLogger("modstream").error(message)
+    else:
+        console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however long
     raise typer.Exit(EXIT_MISCONFIGURED)
 
 
@@ -74,9 +87,9 @@ def worker(log_level: str = "INFO") -> None:
     with without():  # a restarted worker is back in seconds sooner (workers/startup.py)
         from workers.main import main
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = _service(log_level)
     try:
-        main(_settings())
+        main(settings)
     except Misconfigured as exc:
         _misconfigured(str(exc))
 
@@ -105,8 +118,7 @@ def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main(_settings())
+    main(_service(log_level))
 
 
 @app.command("profile-contract")
@@ -130,8 +142,7 @@ def ingest_profiles(log_level: str = "INFO") -> None:
     """Consume profile updates (MODSTREAM_PROFILES_TOPIC) into Redis; invalid ones go to the DLQ."""
     from workers.profiles.app import main
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main(_settings())
+    main(_service(log_level))
 
 
 @models_app.callback(invoke_without_command=True)

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 from modstream.topics import Range
 from schemas import Verdict
+from schemas.events import TEXT_JUDGED_CHARS
 from training.redecide import has_row
 from workers.adapters.triton import TritonTextModel
 from workers.clients import TextModel
@@ -63,9 +64,9 @@ def posts_range(verdicts: Sequence[Verdict], lookback: timedelta = LOOKBACK) -> 
     return Range(min(times) - lookback, max(times) + SKEW)
 
 
-def posts_by_id(msgs: Sequence[InMsg]) -> dict[str, Post]:
+def posts_by_id(msgs: Sequence[InMsg], max_text_chars: int = TEXT_JUDGED_CHARS) -> dict[str, Post]:
     """The first readable event of each post, prepared by the worker's validate stage."""
-    posts, _ = validate(msgs)  # an unreadable record is no post: its verdict counts as without one
+    posts, _ = validate(msgs, max_text_chars)  # an unreadable record is no post: its verdict counts as without one
     out: dict[str, Post] = {}
     for p in posts:
         out.setdefault(p.event.post_id, p)

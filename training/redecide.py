@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas import Verdict
+from schemas import ReasonCode, Verdict
 from workers.features import FEATURE_VERSION, FEATURES
 from workers.stages.decide import DecisionModel, top_reasons
+
+# Reasons about what the post's inputs were, not about the model: another model keeps them.
+INPUT_REASONS: frozenset[ReasonCode] = frozenset({"degraded", "text_truncated"})
 
 
 @dataclass
@@ -48,7 +51,7 @@ def redecide(recorded: Iterable[Verdict], model: DecisionModel, text_version: st
     for i, v in enumerate(rows):
         prob = float(probs[i])
         versions = v.model_versions | {"decision": model.version} | ({"text": text_version} if text_version else {})
-        reasons = top_reasons(matrix[i], contribs[i]) + [r for r in v.reasons if r.code == "degraded"]
+        reasons = top_reasons(matrix[i], contribs[i]) + [r for r in v.reasons if r.code in INPUT_REASONS]
         again = v.model_copy(
             update={
                 "decision": model.thresholds.classify(prob),

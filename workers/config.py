@@ -20,6 +20,9 @@ from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from schemas.events import TEXT_JUDGED_CHARS
+from workers.logs import LIBRDKAFKA, LogFormat
+
 # Duration settings that used to be given in milliseconds, as MODSTREAM_<NAME>_MS.
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
 
@@ -95,6 +98,9 @@ class Settings(BaseSettings):
     # After an error no step caught fails a batch, each record is retried alone this many
     # times; one that still fails is dead-lettered, so it cannot stall its partition.
     max_record_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    # A post's text is judged on its first this many characters; a longer one is cut, not
+    # dead-lettered, and its verdict carries the reason "text_truncated".
+    max_text_chars: Annotated[int, Field(ge=1, le=1_000_000)] = TEXT_JUDGED_CHARS
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
@@ -141,6 +147,8 @@ class Settings(BaseSettings):
     shadow_triton_model: str = "spam_text_shadow"
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
+    # text for a terminal; json: one JSON object per line, librdkafka's lines included.
+    log_format: LogFormat = "text"
 
     @classmethod
     def settings_customise_sources(
@@ -157,7 +165,8 @@ class Settings(BaseSettings):
 
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka settings shared by every client: the one place dotted keys are mapped."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_extra}
+        # librdkafka's own log lines through Python logging (served by the clients' poll), not raw to stderr.
+        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, "logger": LIBRDKAFKA, **self.kafka_extra}
         if self.kafka_sasl_password is not None:
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf

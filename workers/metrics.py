@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
@@ -36,7 +36,37 @@ MODEL_RELOADS = Counter(
     "Promoted bundles picked up (loaded), refused, or waiting for Triton to serve their text model (pending)",
     ["outcome"],
 )
+UNKNOWN_FIELDS = Counter(
+    "modstream_input_unknown_fields_total", "Input fields the schema does not know, ignored", ["field"]
+)
 BANLIST_SIZE = Gauge("modstream_banlist_entries", "Banned domains, IPs and ranges currently loaded")
+
+
+class BoundedLabels:
+    """Label values taken from input, bounded: each cut to ``chars``, and after ``limit`` distinct
+    ones every new one is ``other``. Field names come from producers; a producer that puts data in
+    its keys (an id per key) would otherwise make a Prometheus series per record."""
+
+    def __init__(self, limit: int = 50, chars: int = 64) -> None:
+        self.limit, self.chars = limit, chars
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        value = value[: self.chars]
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            return "other"
+        self._seen.add(value)
+        return value
+
+
+_unknown_field = BoundedLabels()
+
+
+def count_unknown_fields(names: Iterable[str]) -> None:
+    for name in names:
+        UNKNOWN_FIELDS.labels(_unknown_field(name)).inc()
 
 
 @contextmanager

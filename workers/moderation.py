@@ -151,7 +151,7 @@ class ModerationWorker:
         model, scorer, ngram = self.decision, self.scorer, self.ngram
         versions = self.versions(model, scorer)
         with timed(validate.STAGE):
-            posts, failures = validate.validate(msgs)
+            posts, failures = validate.validate(msgs, self.settings.max_text_chars)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
         # A challenger with its own text model: its scores are requested now, beside the champion's,

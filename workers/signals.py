@@ -149,11 +149,12 @@ def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) 
         key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
         return FirstSeen(feature, key, previous, token(entity), t, 2 * window)
 
+    # A post without an IP (not every platform knows it) has no IP signals: they stay missing.
+    ip = [] if e.ip is None else [count("ip_posts_24h", "ip", e.ip, DAY), count("ip_users_24h", "iu", e.ip, DAY, user)]
     counts = [
         count("user_posts_1h", "up", e.user_id, HOUR),
         count("user_posts_24h", "up", e.user_id, DAY),
-        count("ip_posts_24h", "ip", e.ip, DAY),
-        count("ip_users_24h", "iu", e.ip, DAY, user),
+        *ip,
         count("campaign_users_24h", "tu", normalised(post.text), DAY, user),
         *(count(f"{_BAND}{i}", f"nu{i}", h, DAY, user) for i, h in enumerate(bands)),
     ]
@@ -173,7 +174,8 @@ def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) 
     return Plan(snapshot, e.post_id, 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)
 
 
-# The signal features, in contract order; a post without a link has no URL or domain signals.
+# The signal features, in contract order; a post without a link has no URL or domain signals,
+# one without an IP no IP signals.
 SIGNALS: tuple[str, ...] = (
     "user_posts_1h",
     "user_posts_24h",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
@@ -52,18 +53,25 @@ def logged_verdict(
     )
 
 
+BASE = {
+    "post_id": "p",
+    "user_id": "u1",
+    "created_at": "2026-11-21T10:00:00Z",
+    "text": "hello friends",
+    "ip": "192.0.2.10",
+    "platform": "web",
+}
+DROP = object()
+
+
+def body(pid: str, **kw: Any) -> dict[str, Any]:
+    """A valid event with ``kw`` set; a field set to ``DROP`` is left out."""
+    return {k: v for k, v in {**BASE, "post_id": pid, **kw}.items() if v is not DROP}
+
+
 def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
     """A valid post event's JSON; ``kw`` overrides or adds fields."""
-    body = {
-        "post_id": pid,
-        "user_id": "u1",
-        "created_at": "2026-11-21T10:00:00Z",
-        "text": text,
-        "ip": "192.0.2.10",
-        "platform": "web",
-        **kw,
-    }
-    return json.dumps(body).encode()
+    return json.dumps(body(pid, text=text, **kw)).encode()
 
 
 class FakeStore:
@@ -221,3 +229,18 @@ class FakeTransactions:
         self.log.append("rewind")
         if self.on_rewind is not None:
             self.on_rewind()
+
+
+# One post of each kind real producers send, beside a control: the issue's done-when list.
+KINDS: dict[str, dict[str, Any]] = {
+    "control": body("control"),
+    "extra": body("extra", surprise=True, lang="en"),
+    "no-ip": body("no-ip", ip=DROP),
+    "null-ip": body("null-ip", ip=None),
+    "no-platform": body("no-platform", platform=DROP),
+    "int-id": body("int-id", post_id=1_234_567_890_123),
+    "epoch-ms": body("epoch-ms", created_at=1_795_255_200_000),
+    "slashy-user": body("slashy-user", user_id="aGVsbG8/d29y+bGQ=/=="),
+    "did-user": body("did-user", user_id="did:plc:z72i7hdynmk6r22z27h6tvur/app.bsky.feed.post/3kq"),
+    "long-text": body("long-text", text="spam " * 10_000),  # 50,000 characters
+}

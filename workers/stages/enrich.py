@@ -16,12 +16,12 @@ STAGE = "enrich"
 
 def profile_keys(post: Post, ks: Keyspace) -> tuple[str | None, ...]:
     """Keys in :class:`Profile` order (user, url, domain, ip); None where the post has no such entity."""
-    link = post.links[0] if post.links else None
+    link, ip = post.links[0] if post.links else None, post.event.ip
     return (
         ks.user(post.event.user_id),
         ks.url(link.url) if link else None,
         ks.domain(link.domain) if link else None,
-        ks.ip(str(post.event.ip)),
+        ks.ip(ip) if ip is not None else None,
     )
 
 
