@@ -14,6 +14,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from modstream.topics import Range
     from workers.config import Settings
+    from workers.feedback import FeedbackSettings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Real-time spam moderation on Kafka.")
 stack_app = typer.Typer(no_args_is_help=True, help="The embedded local stack: Tansu, Redis, tritonserver.")
@@ -56,6 +57,19 @@ def _settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         _misconfigured(f"bad MODSTREAM_* settings: {describe(exc)}")
+
+
+def _feedback_settings() -> FeedbackSettings:
+    """The feedback worker's MODSTREAM_FEEDBACK_* settings, or exit 2 with one line."""
+    from pydantic import ValidationError
+
+    from workers.feedback import FeedbackSettings
+    from workers.isolation import describe
+
+    try:
+        return FeedbackSettings()
+    except ValidationError as exc:
+        _misconfigured(f"bad MODSTREAM_FEEDBACK_* settings: {describe(exc)}")
 
 
 def _misconfigured(message: str) -> NoReturn:
@@ -103,9 +117,13 @@ def health(
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main
+    from workers.startup import Misconfigured
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main(_settings())
+    try:
+        main(_settings(), _feedback_settings())
+    except Misconfigured as exc:  # Kafka security settings it cannot apply
+        _misconfigured(str(exc))
 
 
 @app.command("profile-contract")
