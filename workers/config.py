@@ -77,6 +77,14 @@ class Settings(BaseSettings):
     fetch_wait_backoff_max_s: Annotated[float, Field(ge=0.001, le=30)] = 2.0
     fetch_stall_s: Annotated[float, Field(gt=0)] = 1.0
 
+    # How often every client refreshes topic metadata (librdkafka's default is 5 minutes): a worker
+    # started before its input topic exists, or after the broker moved, finds it within this.
+    kafka_metadata_refresh_s: Annotated[float, Field(ge=1, le=3600)] = 5.0
+    # cooperative-sticky: a rebalance moves only the partitions that change owner, the others keep
+    # flowing (Apache Kafka 2.4+; Tansu accepts it). range (eager) stops the whole group per rebalance.
+    # Every member of a group must name the same protocol: switching is a full stop and start.
+    kafka_assignment_strategy: Literal["cooperative-sticky", "range", "roundrobin"] = "cooperative-sticky"
+
     # How often librdkafka reports statistics (consumer lag per partition, group state) to the
     # metrics exporter; 0 turns them off. Lag for a scaler comes from the broker (KEDA), not this.
     kafka_stats_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
@@ -165,8 +173,13 @@ class Settings(BaseSettings):
 
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka settings shared by every client: the one place dotted keys are mapped."""
-        # librdkafka's own log lines through Python logging (served by the clients' poll), not raw to stderr.
-        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, "logger": LIBRDKAFKA, **self.kafka_extra}
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.kafka_bootstrap,
+            # librdkafka's own log lines through Python logging (served by the clients' poll), not raw to stderr.
+            "logger": LIBRDKAFKA,
+            "topic.metadata.refresh.interval.ms": _ms(self.kafka_metadata_refresh_s),
+            **self.kafka_extra,
+        }
         if self.kafka_sasl_password is not None:
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf
@@ -177,6 +190,7 @@ class Settings(BaseSettings):
         return {
             **self.kafka_common(),
             "group.id": group_id or self.group_id,
+            "partition.assignment.strategy": self.kafka_assignment_strategy,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": _ms(self.session_timeout_s),
             # librdkafka's default (3 s) must stay under the session: a third of it, as Kafka advises.

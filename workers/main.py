@@ -130,9 +130,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         conf = settings.consumer_conf(transactional=settings.exactly_once)
         ramp = BatchRamp(min(settings.batch_start_size, settings.batch_max_size), settings.batch_max_size)
         source = KafkaSource(conf, [settings.input_topic], fetch_wait, on_assign=ramp.reset)
-        transactions = (
-            KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
-        )
+        transactions = KafkaTransactions(sink, source, settings.publish_timeout_s) if settings.exactly_once else None
         reloader = BundleReloader(
             settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
         )

@@ -6,6 +6,7 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -204,13 +205,47 @@ def tiny_decision_model(seed: int = 0, version: str = "d1") -> DecisionModel:
     return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), version)
 
 
-class FakeTransactions:
-    """Logs each call; the first ``fail_commits`` commits fail. ``on_rewind`` simulates the seek."""
+@dataclass(frozen=True)
+class FakeKafkaError:
+    """What the commit policy reads of confluent-kafka's KafkaError."""
 
-    def __init__(self, fail_commits: int = 0, on_rewind: Callable[[], None] | None = None) -> None:
+    code: str
+    is_fatal: bool = False
+    is_retriable: bool = False
+    requires_abort: bool = False
+
+    def name(self) -> str:
+        return self.code
+
+    def fatal(self) -> bool:
+        return self.is_fatal
+
+    def retriable(self) -> bool:
+        return self.is_retriable
+
+    def txn_requires_abort(self) -> bool:
+        return self.requires_abort
+
+
+class FakeKafkaException(Exception):
+    """Carries its error first, as confluent-kafka's KafkaException does."""
+
+
+class FakeTransactions:
+    """Logs each call; the first ``fail_commits`` commits fail, then each of ``commit_errors`` is
+    raised by one commit, and an abort raises ``abort_error``. ``on_rewind`` simulates the seek."""
+
+    def __init__(
+        self,
+        fail_commits: int = 0,
+        on_rewind: Callable[[], None] | None = None,
+        commit_errors: Sequence[Exception] = (),
+        abort_error: Exception | None = None,
+    ) -> None:
         self.log: list[str] = []
         self.committed: dict[tuple[str, int], int] = {}
         self.fail_commits, self.on_rewind = fail_commits, on_rewind
+        self.commit_errors, self.abort_error = list(commit_errors), abort_error
 
     def begin(self) -> None:
         self.log.append("begin")
@@ -219,11 +254,19 @@ class FakeTransactions:
         if self.fail_commits:
             self.fail_commits -= 1
             raise RuntimeError("coordinator unavailable")
+        if self.commit_errors:
+            self.log.append("commit failed")
+            raise self.commit_errors.pop(0)
         self.log.append("commit")
         self.committed.update(offsets)
 
     def abort(self) -> None:
         self.log.append("abort")
+        if self.abort_error is not None:
+            raise self.abort_error
+
+    def reopen(self) -> None:
+        self.log.append("reopen")
 
     def rewind(self) -> None:
         self.log.append("rewind")
