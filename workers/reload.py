@@ -16,6 +16,7 @@ from pathlib import Path
 from workers.cards import TextModelCard
 from workers.isolation import describe
 from workers.metrics import MODEL_RELOADS
+from workers.modelinfo import show_models
 from workers.stages.decide import DecisionModel
 
 log = logging.getLogger(__name__)
@@ -65,5 +66,6 @@ class DecisionReloader:
             log.error("not switching to the bundle %s: %s", target, describe(exc))
             return None
         MODEL_RELOADS.labels("loaded").inc()
+        show_models(target, self.text_version, model.version)
         log.info("switched to the decision model %s of %s", model.version, target)
         return model

@@ -132,4 +132,4 @@ def main(settings: Settings | None = None, fb: FeedbackSettings | None = None) -
     """Entry point for ``modstream feedback``."""
     settings = settings or Settings()
     fb_settings = fb or FeedbackSettings()
-    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings)

@@ -100,4 +100,4 @@ async def run_profiles(settings: Settings, stop: asyncio.Event) -> None:
 
 def main(settings: Settings) -> None:
     """Entry point for ``modstream ingest-profiles``."""
-    run_until_signalled(lambda stop: run_profiles(settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_profiles(settings, stop), settings)
