@@ -20,6 +20,7 @@ from workers.feedback.handler import FeedbackHandler
 from workers.feedback.settings import FeedbackSettings
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
+from workers.probes import mark_ready
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
@@ -118,11 +119,13 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
     app = build_app(settings, fb, handler)
     try:
         await app.start()
+        mark_ready(True)
         log.info("feedback worker up: %s -> %s", settings.feedback_topic, settings.redis_prefix)
         await app.wait(stop.wait())  # returns early when the app crashes
         if app.crashed:
             raise RuntimeError("the feedback worker's faust app crashed") from app.crash_reason
     finally:
+        mark_ready(False)
         await app.stop()
         sink.flush(settings.publish_timeout_s)
         await store.close()
