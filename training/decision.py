@@ -23,6 +23,7 @@ from training.simulator import KS, SimPost, Simulator, World
 from training.textdata import Example
 from workers.cards import DecisionModelCard, Thresholds
 from workers.features import FEATURE_VERSION, FEATURES, Profile, assemble
+from workers.metrics import TEXT_SCORE_KEY, score_histogram
 from workers.records import InMsg, Post
 from workers.signals import SIGNALS, MemorySignals
 from workers.signals import Plan as SignalPlan
@@ -203,6 +204,15 @@ def fit(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, *, monotone: boo
     return Fitted(booster, choose_thresholds(yv, np.asarray(booster.predict(xv, num_iteration=booster.best_iteration))))
 
 
+def score_baseline(rows: FloatArray | None) -> dict[str, dict[str, int]]:
+    """The validation rows' text scores on the live histogram's edges: the drift alert's baseline
+    (workers/modelinfo.py). Rows without a text score (degraded) are not scores."""
+    if rows is None:
+        return {}
+    scores = rows[:, FEATURES.index("text_spam_prob")]
+    return {TEXT_SCORE_KEY: score_histogram(scores[~np.isnan(scores)].tolist())}
+
+
 def save(
     fitted: Fitted,
     out: Path,
@@ -212,6 +222,7 @@ def save(
     validation: Evaluation | None,
     test: Evaluation,
     simulator: dict[str, float] | None = None,
+    validation_rows: FloatArray | None = None,
 ) -> DecisionModelCard:
     """``model.txt`` and its card in ``out``; the version is the model file's hash."""
     booster = fitted.booster
@@ -227,7 +238,7 @@ def save(
         best_iteration=booster.best_iteration,
         text_model_version=text_version,
         rows=rows,
-        validation=None if validation is None else validation.__dict__,
+        validation=None if validation is None else {**validation.__dict__, **score_baseline(validation_rows)},
         test=test.__dict__,
         importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
         simulator=simulator,
@@ -283,6 +294,7 @@ def train_decision(
         text_version,
         {k: len(v[1]) for k, v in parts.items()},
         validation=evaluate(yv, fitted.predict(xv), th),
+        validation_rows=xv,
         test=evaluate(ys, ps, th),
         simulator={
             "seed": seed,

@@ -115,7 +115,9 @@ def retrain(
     serving_eval = evaluate(y_test, p_serving, serving.thresholds)
     rows = {"train": tr.stop, "validation": va.stop - va.start, "test": te.stop - te.start}
     validation = evaluate(d.y[va], fitted.predict(d.x[va]), fitted.thresholds)
-    version = save(fitted, out / "decision", text_version, rows, validation=validation, test=new_eval).version
+    version = save(
+        fitted, out / "decision", text_version, rows, validation=validation, test=new_eval, validation_rows=d.x[va]
+    ).version
     text_link = out / "text"
     text_link.unlink(missing_ok=True)
     text_link.symlink_to((serving_bundle / "text").resolve())

@@ -154,7 +154,10 @@ class Settings(BaseSettings):
     # (`modstream build-repo --shadow-model`); the champion's is triton_model.
     shadow_triton_model: str = "spam_text_shadow"
 
-    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter and the probes
+    # /livez on the metrics port fails once the event loop has not run its 1 s heartbeat for this
+    # long: longer than any CPU step of a batch, so only a stuck loop trips it.
+    liveness_stale_s: Annotated[float, Field(gt=1)] = 30.0
     # text for a terminal; json: one JSON object per line, librdkafka's lines included.
     log_format: LogFormat = "text"
 

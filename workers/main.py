@@ -17,10 +17,11 @@ from workers.config import Settings
 from workers.fetchwait import FetchWait
 from workers.isolation import describe
 from workers.keyspace import Keyspace
-from workers.lag import READY
 from workers.lifecycle import run_until_signalled
+from workers.modelinfo import show_models
 from workers.moderation import ModerationWorker
 from workers.ngram import NgramModel
+from workers.probes import mark_ready
 from workers.ramp import BatchRamp
 from workers.reload import BundleReloader
 from workers.shadow import Shadow, ShadowText
@@ -165,10 +166,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
         gc.freeze()
-        READY.set(1)
+        show_models(settings.model_dir.resolve(), loaded.text_version, loaded.decision.version)
+        mark_ready(True)
         await worker.run(stop)
     finally:
-        READY.set(0)
+        mark_ready(False)
         sink.flush(settings.publish_timeout_s)
         if shadow_sink is not None:
             shadow_sink.flush(settings.publish_timeout_s)
@@ -181,4 +183,4 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
 def main(settings: Settings | None = None) -> None:
     """Entry point for ``modstream worker``; raises :class:`Misconfigured` for what retrying cannot fix."""
     settings = settings or Settings()
-    run_until_signalled(lambda stop: run_moderation(settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_moderation(settings, stop), settings)

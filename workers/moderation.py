@@ -15,7 +15,7 @@ from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
-from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
+from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, observe_text_scores, timed
 from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
@@ -236,7 +236,9 @@ class ModerationWorker:
     async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:
         try:
             with timed(score.STAGE):
-                return list(await scorer.score([p.text for p in posts])), False
+                probs: list[float | None] = list(await scorer.score([p.text for p in posts]))
+            observe_text_scores(scorer.model.version, probs)
+            return probs, False
         except Exception as exc:
             log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("text_model").inc(len(posts))

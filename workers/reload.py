@@ -20,6 +20,7 @@ from pathlib import Path
 from workers.cards import TextModelCard
 from workers.isolation import describe
 from workers.metrics import MODEL_RELOADS
+from workers.modelinfo import show_models
 from workers.stages.decide import DecisionModel
 from workers.textmodel import LocalText
 
@@ -75,6 +76,7 @@ class BundleReloader:
         MODEL_RELOADS.labels("loaded").inc()
         if promoted.text is not None:
             self.text_version = promoted.text.version
+        show_models(promoted.bundle, self.text_version, promoted.decision.version)
         log.info(
             "switched to the bundle %s: decision model %s, text model %s",
             promoted.bundle,

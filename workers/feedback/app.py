@@ -22,6 +22,7 @@ from workers.feedback.security import broker_credentials
 from workers.feedback.settings import FeedbackSettings
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
+from workers.probes import mark_ready
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
@@ -116,11 +117,13 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
     app = build_app(settings, fb, handler, credentials)
     try:
         await app.start()
+        mark_ready(True)
         log.info("feedback worker up: %s -> %s", settings.feedback_topic, settings.redis_prefix)
         await app.wait(stop.wait())  # returns early when the app crashes
         if app.crashed:
             raise RuntimeError("the feedback worker's faust app crashed") from app.crash_reason
     finally:
+        mark_ready(False)
         await app.stop()
         sink.flush(settings.publish_timeout_s)
         await store.close()
@@ -130,4 +133,4 @@ def main(settings: Settings | None = None, fb: FeedbackSettings | None = None) -
     """Entry point for ``modstream feedback``."""
     settings = settings or Settings()
     fb_settings = fb or FeedbackSettings()
-    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings)
