@@ -119,7 +119,14 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         )
         reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
         shadow = (
-            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s, shadow_text)
+            Shadow(
+                loaded.challenger,
+                shadow_sink,
+                settings.shadow_topic,
+                settings.publish_timeout_s,
+                shadow_text,
+                settings.campaign_action,
+            )
             if loaded.challenger and shadow_sink
             else None
         )
