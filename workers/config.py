@@ -27,6 +27,11 @@ from workers.logs import LIBRDKAFKA, LogFormat
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
 
 
+# What a verdict the campaign signals decided becomes (workers/stages/decide.py).
+CampaignAction = Literal["review", "block"]
+DEFAULT_CAMPAIGN_ACTION: CampaignAction = "block"
+
+
 def cache_root() -> Path:
     """The per-user cache of trained models: ``$MODSTREAM_CACHE_DIR`` or ``~/.cache/modstream``."""
     env = os.environ.get("MODSTREAM_CACHE_DIR")
@@ -153,6 +158,10 @@ class Settings(BaseSettings):
     # The Triton model name serving the challenger's text model, when it is not the served one
     # (`modstream build-repo --shadow-model`); the champion's is triton_model.
     shadow_triton_model: str = "spam_text_shadow"
+
+    # A post the campaign signals took out of "allow" (a coordinated wave: near-copies, one
+    # journey from many accounts to one domain) is blocked, or held for review by a person.
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION
 
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter and the probes
     # /livez on the metrics port fails once the event loop has not run its 1 s heartbeat for this

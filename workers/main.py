@@ -136,7 +136,14 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
         )
         shadow = (
-            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s, shadow_text)
+            Shadow(
+                loaded.challenger,
+                shadow_sink,
+                settings.shadow_topic,
+                settings.publish_timeout_s,
+                shadow_text,
+                settings.campaign_action,
+            )
             if loaded.challenger and shadow_sink
             else None
         )

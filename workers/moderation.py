@@ -163,7 +163,9 @@ class ModerationWorker:
             )
             with timed(decide.STAGE):
                 unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-                decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable, ngram_probs)
+                decided, undecided = decide.decide(
+                    rest, profiles, probs, model, versions, unavailable, ngram_probs, self.settings.campaign_action
+                )
             settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
         except BaseException:
             if own is not None:

@@ -17,7 +17,7 @@ import numpy as np
 from schemas import Decision, FeatureRow, Verdict
 from workers.cards import Thresholds
 from workers.clients import DeliveryError
-from workers.features import FEATURE_VERSION, FEATURES
+from workers.features import FEATURE_VERSION, FEATURES, MONOTONE
 from workers.records import InMsg
 from workers.signals import MemorySignals
 from workers.signals import Plan as SignalPlan
@@ -198,7 +198,13 @@ def tiny_decision_model(seed: int = 0, version: str = "d1") -> DecisionModel:
     x = rng.random((400, len(FEATURES)))
     y = (x[:, FEATURES.index("text_spam_prob")] > 0.5).astype(int)
     booster = lgb.train(
-        {"objective": "binary", "verbose": -1, "num_leaves": 4, "min_data_in_leaf": 5},
+        {
+            "objective": "binary",
+            "verbose": -1,
+            "num_leaves": 4,
+            "min_data_in_leaf": 5,
+            "monotone_constraints": MONOTONE,
+        },
         lgb.Dataset(x, y, feature_name=list(FEATURES)),
         num_boost_round=20,
     )

@@ -30,8 +30,7 @@ async def enrich(posts: Sequence[Post], store: HashStore, ks: Keyspace, snapshot
     per_post = [profile_keys(p, ks) for p in posts]
     # Each key once: a burst from one user or one domain shares its hashes.
     flat = list(dict.fromkeys(k for keys in per_post for k in keys if k is not None))
-    bands = signals.band_hashes([p.text for p in posts]) if posts else []
-    plans = [signals.plan(p, b, ks, snapshot_ttl_s) for p, b in zip(posts, bands, strict=True)]
+    plans = signals.plans(posts, ks, snapshot_ttl_s)
     hashes, seen = await store.enrich(flat, plans)
     found = dict(zip(flat, hashes, strict=True))
 
