@@ -93,8 +93,9 @@ async def connect_text(settings: Settings, text: LocalText) -> TextScorer:
     return text_scorer(settings, text.encoder, model)
 
 
-async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
-    """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
+async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Framing | None = None) -> None:
+    """Run until ``stop`` is set; the batch in hand is finished, published and committed first.
+    ``framing`` replaces the Schema Registry framing the settings name (a test's registry double)."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
@@ -109,7 +110,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         if loaded.challenger_text
         else None
     )
-    framing = registry_framing(settings)
+    framing = framing or registry_framing(settings)
     sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     # The shadow's own producer, never transactional: it must not hold the champion's batches back.
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None

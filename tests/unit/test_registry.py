@@ -62,9 +62,9 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def framed_json(client: Any, fields: dict[str, Any]) -> bytes:
+def framed_json(client: Any, fields: dict[str, Any], ctx: SerializationContext = CTX) -> bytes:
     """A post as a JSON Schema producer writes it, with PostEvent's schema from ``modstream schema``."""
-    out: bytes = JSONSerializer(json.dumps(PostEvent.model_json_schema()), client)(fields, CTX)
+    out: bytes = JSONSerializer(json.dumps(PostEvent.model_json_schema()), client)(fields, ctx)
     return out
 
 
