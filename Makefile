@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# One resolver pass over everything: faust's click<8.4 and the hub's click pins only agree when solved together.
-	$(BIN)/pip install -q -e '.[local,train,feedback,dev]'
+	$(BIN)/pip install -q -e '.[local,train,feedback,registry,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 $(K8S_MODELS): tests/k8s/package-lock.json

@@ -29,6 +29,7 @@ from modstream.triton_repo import build_repo
 from schemas import FeedbackEvent, Verdict
 from training.posts import post_splits
 from training.simulator import Simulator, World
+from workers.clients import Framing
 from workers.config import Settings, cache_root
 from workers.features import INDEX
 from workers.keyspace import Keyspace
@@ -195,16 +196,16 @@ def worker_settings(ep: Endpoints, model_dir: Path, run: str) -> Settings:
 class WorkerThread:
     """The moderation worker on its own event loop, as a deployment would run it."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, framing: Framing | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.stop = asyncio.Event()
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(settings,), name="worker", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(settings, framing), name="worker", daemon=True)
         self.thread.start()
 
-    def _run(self, settings: Settings) -> None:
+    def _run(self, settings: Settings, framing: Framing | None) -> None:
         async def main() -> None:
-            await run_moderation(settings, self.stop)
+            await run_moderation(settings, self.stop, framing)
 
         try:
             self.loop.run_until_complete(main())

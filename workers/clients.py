@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -93,6 +93,25 @@ class Sink(Protocol):
 
     def flush(self, timeout_s: float) -> dict[int, DeliveryError | None]:
         """Wait for every queued record; ``token -> error`` (None when delivered)."""
+        ...
+
+
+class Framing(Protocol):
+    """Records framed by a Schema Registry (a magic byte and a schema id before the payload),
+    for a stream that is not plain JSON: read into their fields, written from them."""
+
+    def read(self, topic: str, value: bytes) -> dict[str, Any]:
+        """The fields of a record consumed from ``topic``. Raises :class:`~workers.isolation.Outage`
+        when the registry did not answer, any other error when the record cannot be read."""
+        ...
+
+    def write(self, topic: str, fields: dict[str, Any]) -> bytes:
+        """A verdict's fields framed for ``topic``, its schema registered under the topic's subject;
+        raises :class:`~workers.isolation.Outage` when the registry did not answer."""
+        ...
+
+    def register(self, topic: str) -> int:
+        """Register the verdict schema for ``topic`` now (at start-up); its schema id."""
         ...
 
 

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -115,6 +115,19 @@ class Settings(BaseSettings):
     # dead-lettered, and its verdict carries the reason "text_truncated".
     max_text_chars: Annotated[int, Field(ge=1, le=1_000_000)] = TEXT_JUDGED_CHARS
 
+    # How input records are framed. json: plain JSON. registry-json, avro: framed by a Confluent
+    # Schema Registry (a magic byte and the schema id, then the payload), read by confluent-kafka's
+    # deserializers into the fields the tolerant PostEvent validates; verdicts are then written the
+    # same way, their schema registered under <output topic>-value. Dead letters keep the original bytes.
+    input_format: Literal["json", "registry-json", "avro"] = "json"
+    schema_registry_url: str | None = None  # one URL, or several comma-separated
+    # "<user>:<password>" for HTTP basic auth (Confluent Cloud: the API key and secret).
+    schema_registry_basic_auth: SecretStr | None = None
+    # More of confluent-kafka's registry client settings, e.g. {"ssl.ca.location": "/etc/ca.pem"}.
+    schema_registry_extra: dict[str, str | int | bool] = Field(default_factory=dict)
+    # Per request, retries included, so a new schema id cannot hold the event loop for long.
+    schema_registry_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     # A Redis Cluster (redis_url names any of its nodes): the cluster client, every script's
@@ -169,6 +182,26 @@ class Settings(BaseSettings):
     liveness_stale_s: Annotated[float, Field(gt=1)] = 30.0
     # text for a terminal; json: one JSON object per line, librdkafka's lines included.
     log_format: LogFormat = "text"
+
+    @model_validator(mode="after")
+    def _registry_named(self) -> Settings:
+        if self.input_format != "json" and not self.schema_registry_url:
+            raise ValueError(f"MODSTREAM_INPUT_FORMAT={self.input_format} needs MODSTREAM_SCHEMA_REGISTRY_URL")
+        return self
+
+    def schema_registry_conf(self) -> dict[str, Any]:
+        """confluent-kafka's SchemaRegistryClient settings."""
+        conf: dict[str, Any] = {
+            "url": self.schema_registry_url,
+            "timeout": self.schema_registry_timeout_s,
+            # Its retries sleep on the event loop (the client is synchronous): one, short.
+            "max.retries": 1,
+            "retries.wait.ms": 200,
+            **self.schema_registry_extra,
+        }
+        if self.schema_registry_basic_auth is not None:
+            conf["basic.auth.user.info"] = self.schema_registry_basic_auth.get_secret_value()
+        return conf
 
     @classmethod
     def settings_customise_sources(

@@ -14,12 +14,18 @@ from workers.records import Failure, InMsg
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Cancellation and interpreter exit are the process's business, never one record's.
-_NOT_RECORD_ERRORS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit)
-
 
 class EmptyRecord(ValueError):
     """A record with no value (a tombstone)."""
+
+
+class Outage(RuntimeError):
+    """A service every record of the batch needs did not answer (a Schema Registry): no record is
+    to blame, so the batch fails whole, uncommitted, and none of its records is dead-lettered."""
+
+
+# Cancellation, interpreter exit and outages are the process's business, never one record's.
+_NOT_RECORD_ERRORS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit, Outage)
 
 
 def is_record_error(exc: BaseException) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from workers.adapters.kafka import KafkaSink, KafkaSource, KafkaTransactions
@@ -12,7 +13,7 @@ from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
-from workers.clients import TextModel
+from workers.clients import Framing, TextModel
 from workers.config import Settings
 from workers.fetchwait import FetchWait
 from workers.isolation import describe
@@ -98,11 +99,13 @@ def shadow_text_of(settings: Settings, text: LocalText) -> ShadowText:
     return ShadowText(text, text_scorer(settings, text.encoder, model))
 
 
-async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
-    """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
+async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Framing | None = None) -> None:
+    """Run until ``stop`` is set; the batch in hand is finished, published and committed first.
+    ``framing`` replaces the Schema Registry framing the settings name (a test's registry double)."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
+    framing = framing or registry_framing(settings)
     sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     # The shadow's own producer, never transactional: it must not hold the champion's batches back.
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
@@ -111,6 +114,13 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             (f"kafka at {settings.kafka_bootstrap}", lambda: asyncio.to_thread(sink.check, KAFKA_PROBE_S)),
             ("redis", store.ping),
             (f"triton at {settings.triton_url}", model.connect),
+            *(
+                # The verdict schema registered before the first batch: a restart after an outage
+                # waits here for the registry, quietly, instead of failing batch after batch.
+                [(f"schema registry at {settings.schema_registry_url}", _registered(framing, settings.output_topic))]
+                if framing is not None
+                else []
+            ),
         ):
             if not await until_up(what, check, stop):
                 return
@@ -159,6 +169,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             lambda text: connect_text(settings, text),
             shadow_reloader,
             lambda text: shadow_text_of(settings, text),
+            framing,
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s%s",
@@ -181,6 +192,28 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             shadow_sink.flush(settings.publish_timeout_s)
         await model.close()
         await store.close()
+
+
+def registry_framing(settings: Settings) -> Framing | None:
+    """Schema Registry framing for ``MODSTREAM_INPUT_FORMAT`` (None: plain JSON), or a one-line
+    :class:`Misconfigured` when the ``registry`` extra is missing or the client settings are wrong."""
+    if settings.input_format == "json":
+        return None
+    try:
+        from workers.adapters.registry import registry_framing as framing
+
+        return framing(settings.schema_registry_conf(), settings.input_format)
+    except ImportError as exc:
+        raise Misconfigured(
+            f"MODSTREAM_INPUT_FORMAT={settings.input_format} needs the registry extra "
+            f"(pip install 'modstream[registry]'): {exc}"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise Misconfigured(f"schema registry settings: {describe(exc)}") from None
+
+
+def _registered(framing: Framing, topic: str) -> Callable[[], Awaitable[object]]:
+    return lambda: asyncio.to_thread(framing.register, topic)
 
 
 def main(settings: Settings | None = None) -> None:

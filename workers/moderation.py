@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
-from workers.clients import HashStore, Sink, Source
+from workers.clients import Framing, HashStore, Sink, Source
 from workers.commit import BatchCommit, Rewound, Settlement, Transactions, batch_commit, is_record_error, settle
 from workers.config import Settings
 from workers.delivery import DeadLetters
@@ -57,6 +57,8 @@ class ModerationWorker:
     # between batches, its own text model scored through ``shadow_text``.
     shadow_reloader: BundleReloader | None = None
     shadow_text: Callable[[LocalText], ShadowText] | None = None
+    # Records and verdicts framed by a Schema Registry (MODSTREAM_INPUT_FORMAT); None: plain JSON.
+    framing: Framing | None = None
 
     def __post_init__(self) -> None:
         full = self.settings.batch_max_size
@@ -95,7 +97,7 @@ class ModerationWorker:
                 self._ramp.polled(len(msgs))
                 if msgs:
                     in_flight.append(asyncio.create_task(self.handle(msgs, after=in_flight[-1] if in_flight else None)))
-                # DeliveryFailed surfaces here: the worker stops and uncommitted input is redelivered.
+                # DeliveryFailed and an Outage surface here: the worker stops and uncommitted input is redelivered.
                 while in_flight and (in_flight[0].done() or len(in_flight) >= s.max_batches_in_flight):
                     try:
                         await in_flight.popleft()
@@ -162,6 +164,10 @@ class ModerationWorker:
         try:
             settlement = await self._process(msgs, commit)
         except BaseException as exc:
+            # An Outage (a Schema Registry that does not answer for a schema id not cached yet) is
+            # not a record error: retried record by record it would dead-letter every record of the
+            # stream while the registry is away. It fails the batch, uncommitted, like an undelivered
+            # one: the worker stops and, restarted, waits for the registry, then reads the batch again.
             if not is_record_error(exc):
                 raise
             commit.discard()
@@ -173,7 +179,7 @@ class ModerationWorker:
         model, scorer, ngram = self.decision, self.scorer, self.ngram
         versions = self.versions(model, scorer)
         with timed(validate.STAGE):
-            posts, failures = validate.validate(msgs, self.settings.max_text_chars)
+            posts, failures = validate.validate(msgs, self.settings.max_text_chars, self.framing)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
         # A challenger with its own text model: its scores are requested now, beside the champion's,
@@ -212,6 +218,7 @@ class ModerationWorker:
                 verdict_topic=self.settings.output_topic,
                 dlq=self.dlq,
                 timeout_s=self.settings.publish_timeout_s,
+                framing=self.framing,
             )
 
     async def _isolate(self, msgs: Sequence[InMsg], exc: BaseException, commit: BatchCommit) -> Settlement:

@@ -17,6 +17,7 @@ from modstream.redis_cluster import LocalRedisCluster
 from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from tests.unit.fakes import tiny_decision_model
+from workers.clients import Framing
 from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
 from workers.keyspace import Keyspace
@@ -40,10 +41,12 @@ def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) 
     )
 
 
-def run_worker(settings: Settings, records: list[Record], timeout_s: float = 90) -> Collector:
+def run_worker(
+    settings: Settings, records: list[Record], timeout_s: float = 90, framing: Framing | None = None
+) -> Collector:
     """The moderation worker on its own thread until every record has an outcome (or the timeout)."""
     collector = Collector(settings, f"collector-{settings.group_id}")
-    worker = WorkerThread(settings)
+    worker = WorkerThread(settings, framing)
     try:
         produce_all(settings, records)
         assert collector.wait_for([r.key for r in records], timeout_s), "not every record got an outcome"

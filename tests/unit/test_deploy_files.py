@@ -161,4 +161,5 @@ def test_dockerfile_installs_no_training_stack() -> None:
     assert 'ENTRYPOINT ["modstream"]' in dockerfile
     assert re.search(r"^USER (?!root|0\b)", dockerfile, re.M)
     install = next(line for line in dockerfile.splitlines() if "pip install" in line)
-    assert "[feedback]" in install and not re.search(r"train|torch|local|gpu", install)
+    # The feedback worker, and the Schema Registry formats the moderation worker may be set to read.
+    assert "[feedback,registry]" in install and not re.search(r"train|torch|local|gpu", install)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from workers.clients import DeliveryError, Sink
+from workers.clients import DeliveryError, Framing, Sink
 from workers.commit import Settlement, settle
 from workers.delivery import DeadLetters, Output, deliver
 from workers.isolation import each
@@ -24,15 +24,21 @@ def publish(
     verdict_topic: str,
     dlq: DeadLetters,
     timeout_s: float,
+    framing: Framing | None = None,
 ) -> Settlement:
-    """Every message in ``msgs`` must have exactly one outcome or failure.
+    """Every message in ``msgs`` must have exactly one outcome or failure; verdicts are plain
+    JSON, or framed by ``framing`` (a Schema Registry's).
 
     A verdict that cannot be written (it does not serialise, or the broker refuses it)
     becomes its input's dead letter, so no record can hold its partition back."""
     token = {(m.topic, m.partition, m.offset): i for i, m in enumerate(msgs)}
 
     def verdict_output(o: Outcome) -> tuple[int, Output]:
-        value = o.verdict.model_dump_json().encode()
+        value = (
+            o.verdict.model_dump_json().encode()
+            if framing is None
+            else framing.write(verdict_topic, o.verdict.model_dump(mode="json"))
+        )
         return token[o.msg.topic, o.msg.partition, o.msg.offset], Output(
             verdict_topic, o.verdict.post_id.encode(), value
         )

@@ -1,7 +1,9 @@
 """Stage 1: bytes -> PostEvent, splitting a batch into oks and errors.
 
 The reader is tolerant (schemas/events.py): fields it does not know are counted, not refused,
-and a text longer than the worker judges is cut to its head, which its verdict then says."""
+and a text longer than the worker judges is cut to its head, which its verdict then says.
+A record framed by a Schema Registry is read into its fields first (``framing``), then validated
+by the same model: one contract whatever the wire format."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel
 
 from schemas import PostEvent
 from schemas.events import TEXT_JUDGED_CHARS
+from workers.clients import Framing
 from workers.isolation import EmptyRecord, each
 from workers.metrics import count_unknown_fields
 from workers.records import Failure, InMsg, Post
@@ -22,12 +25,17 @@ STAGE = "validate"
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse(msgs: Sequence[InMsg], model: type[M]) -> tuple[list[tuple[InMsg, M]], list[Failure]]:
-    """Strictly parse each record as ``model``; whatever fails becomes a Failure value."""
+def parse(
+    msgs: Sequence[InMsg], model: type[M], framing: Framing | None = None
+) -> tuple[list[tuple[InMsg, M]], list[Failure]]:
+    """Strictly parse each record as ``model``; whatever fails becomes a Failure value. A registry
+    that does not answer fails the whole batch instead (:class:`workers.isolation.Outage`)."""
 
     def one(msg: InMsg) -> tuple[InMsg, M]:
         if msg.value is None:
             raise EmptyRecord("record has no value (tombstone?)")
+        if framing is not None:
+            return msg, model.model_validate(framing.read(msg.topic, msg.value), strict=True)
         return msg, model.model_validate_json(msg.value, strict=True)
 
     return each(STAGE, msgs, lambda m: m, one)
@@ -50,7 +58,9 @@ def _prepare(msg: InMsg, event: PostEvent, max_text_chars: int = TEXT_JUDGED_CHA
     )
 
 
-def validate(msgs: Sequence[InMsg], max_text_chars: int = TEXT_JUDGED_CHARS) -> tuple[list[Post], list[Failure]]:
-    events, failures = parse(msgs, PostEvent)
+def validate(
+    msgs: Sequence[InMsg], max_text_chars: int = TEXT_JUDGED_CHARS, framing: Framing | None = None
+) -> tuple[list[Post], list[Failure]]:
+    events, failures = parse(msgs, PostEvent, framing)
     posts, unreadable = each(STAGE, events, lambda e: e[0], lambda e: _prepare(*e, max_text_chars))
     return posts, failures + unreadable
