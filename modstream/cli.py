@@ -458,7 +458,7 @@ def dataset_build(
     dead_letter: Annotated[bool, typer.Option(help="Dead-letter bad feedback records (the feedback DLQ)")] = True,
 ) -> None:
     """Join the verdicts' logged feature rows with moderator labels from the feedback topic, as Parquet."""
-    from modstream.dataset import build_dataset
+    from modstream.loop.dataset import build_dataset
     from modstream.topics import RangeError
     from training.dataset import DatasetError
 
@@ -495,7 +495,7 @@ def replay_cmd(
 ) -> None:
     """Re-decide a range of logged feature rows with a bundle's decision model (its text model rescoring
     the texts another one scored); report the flips."""
-    from modstream.backtest import ReplayError, replay
+    from modstream.loop.replay import ReplayError, replay
     from modstream.topics import RangeError
     from training.dataset import DatasetError
 
@@ -524,7 +524,7 @@ def shadow_report_cmd(
     to_time: ToTime = None,
 ) -> None:
     """Compare the champion's verdicts with the challenger's (MODSTREAM_SHADOW_TOPIC), with labels."""
-    from modstream.backtest import ReplayError, shadow_report
+    from modstream.loop.replay import ReplayError, shadow_report
     from modstream.topics import RangeError
 
     settings = _settings()

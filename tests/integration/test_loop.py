@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import ReplayError, replay
 from modstream.cli import app
-from modstream.dataset import build_dataset
 from modstream.demo import WorkerThread, simulated_labels
+from modstream.loop.dataset import build_dataset
+from modstream.loop.replay import ReplayError, replay
 from modstream.promotion import promote
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, RangeError, read_range
+from modstream.traffic import Collector, Record, produce_all
 from schemas import Verdict
 from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model, write_bundle

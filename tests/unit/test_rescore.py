@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import replay
 from modstream.cli import app
-from modstream.rescore import LOOKBACK, NGRAM, SKEW, TEXT, posts_by_id, posts_range, rescore, stale
+from modstream.loop.replay import replay
+from modstream.loop.rescore import LOOKBACK, NGRAM, SKEW, TEXT, posts_by_id, posts_range, rescore, stale
 from modstream.topics import Range
 from schemas import Verdict
 from tests.unit.fakes import (
@@ -140,8 +140,8 @@ def fake_topics(monkeypatch: pytest.MonkeyPatch, logged: dict[str, Verdict], pos
         InMsg(s.output_topic, 0, i, None, v.model_dump_json().encode(), 0.0) for i, v in enumerate(logged.values())
     ]
     by_topic = {s.output_topic: records, s.input_topic: posts}
-    monkeypatch.setattr("modstream.backtest.read_range", lambda _, topic, *__: by_topic.get(topic, []))
-    monkeypatch.setattr("modstream.backtest.KafkaSink", lambda _: sink)
+    monkeypatch.setattr("modstream.loop.replay.read_range", lambda _, topic, *__: by_topic.get(topic, []))
+    monkeypatch.setattr("modstream.loop.replay.KafkaSink", lambda _: sink)
     return sink
 
 

@@ -2,7 +2,7 @@
 
 Replay re-decides a range of logged feature rows with a bundle's decision model, offline:
 no Redis, and no Triton call unless the bundle's text model differs from the one that scored
-(some of) the range. Those verdicts' texts are scored again (modstream/rescore.py: the posts
+(some of) the range. Those verdicts' texts are scored again (modstream/loop/rescore.py: the posts
 read back from the input topic, the network through Triton under ``--triton-model``, the
 n-gram model here) and only their two text features replaced; a verdict whose post event is
 not found is counted and left out. Nothing is published unless an output topic is named.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from modstream.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
+from modstream.loop.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
 from modstream.topics import Range, RangeError, read_range
 from schemas import Decision, Verdict
 from training.dataset import collect_labels
