@@ -4,7 +4,9 @@ The split is by time, never random: the latest ``holdout`` share of the posts is
 which both models decide; a random split would let the model see tomorrow's campaigns while
 being tested on them. The thresholds are chosen on out-of-fold predictions over all the
 earlier rows (time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice
-holds too few to place a 99%-precision cut. The model that ships is then trained on all of
+holds too few to place a 99%-precision cut. The review band is then narrowed, from below, to
+the gate's review ceiling (with room for the held-out week's noise): a model that defers
+whatever it is unsure of to people is no model. The model that ships is trained on all of
 those rows for the folds' median number of rounds.
 """
 
@@ -25,11 +27,13 @@ from modstream.loop.report import Curves
 from training.dataset import DatasetError, Labelled, read_parquet
 from training.decision import MONOTONE_INCREASING, PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
 from training.retrain import load_serving
+from workers.cards import Thresholds
 from workers.features import FEATURES
 from workers.stages.decide import DecisionModel
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
 FOLDS = 5
+REVIEW_MARGIN = 0.8  # the out-of-fold review share aimed at, as a share of the gate's ceiling
 MIN_SPAM = MIN_HAM = 5  # per fold and in the gate's slice: fewer cannot fit or measure anything
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,8 +54,21 @@ def _check(name: str, y: npt.NDArray[np.int_]) -> None:
         )
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
-    """The model on all rows, thresholded on its out-of-fold predictions (returned beside it)."""
+def cap_review(th: Thresholds, p: FloatArray, budget: float) -> Thresholds:
+    """``th`` with ``allow`` raised until at most ``budget`` of the scores ``p`` fall in review
+    (the highest below ``block`` stay there); ``block``, which keeps ham from being blocked, stays."""
+    review = np.sort(p[(p >= th.allow) & (p < th.block)])
+    keep = int(budget * len(p))
+    if len(review) <= keep:
+        return th
+    return Thresholds(block=th.block, allow=float(review[len(review) - keep]) if keep else th.block)
+
+
+def fit_oof(
+    x: FloatArray, y: npt.NDArray[np.int_], review_budget: float, folds: int = FOLDS
+) -> tuple[Fitted, FloatArray]:
+    """The model on all rows, thresholded on its out-of-fold predictions (returned beside it) with at
+    most ``review_budget`` of them in review."""
     oof = np.empty(len(y), dtype=np.float64)
     rounds = []
     for i, part in enumerate(np.array_split(np.arange(len(y)), folds)):
@@ -64,7 +81,7 @@ def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> tuple
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
-    return Fitted(booster, choose_thresholds(y, oof)), oof
+    return Fitted(booster, cap_review(choose_thresholds(y, oof), oof, review_budget)), oof
 
 
 @dataclass(frozen=True)
@@ -114,9 +131,11 @@ def decide(
     rows: the challenger on ``data.x``, the champion on ``champion_x`` (the rows as logged)."""
     early, late = holdout_split(len(data.y), holdout)
     _check("gate's held-out slice", data.y[late])
-    fitted, oof = fit_oof(data.x[early], data.y[early])
     y = data.y[late]
-    p_new, p_old = fitted.predict(data.x[late]), champion.predict(champion_x[late])[0]
+    p_old = champion.predict(champion_x[late])[0]
+    budget = gate.ceiling(Side.of(y, p_old, champion.thresholds)) * REVIEW_MARGIN  # the champion's decisions only
+    fitted, oof = fit_oof(data.x[early], data.y[early], budget)
+    p_new = fitted.predict(data.x[late])
     challenger, served, won, lost = paired(y, (p_new, fitted.thresholds), (p_old, champion.thresholds))
     rows = {"train": early.stop, "held_out": late.stop - late.start}
     oof_eval = evaluate(data.y[early], oof, fitted.thresholds)
