@@ -542,6 +542,12 @@ def retrain(
         str | None, typer.Option(help="Base checkpoint dir or hub id", show_default="the default base")
     ] = None,
     epochs: Annotated[int | None, typer.Option(min=1, help="Text model epochs", show_default="2")] = None,
+    text_folds: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=10, help="Text models scoring the earlier posts out of fold (0: none)", show_default="3"
+        ),
+    ] = None,
     holdout: Holdout = None,
     max_review_share: ReviewCeiling = None,
     max_ham_blocked: HamBlocked = None,
@@ -552,7 +558,7 @@ def retrain(
     """The weekly retrain: labelled posts and their texts, text model, rescore, decision model,
     gate, report. Exit 0 when the challenger is better, 1 when not, 2 on bad input."""
     from modstream.loop.decide import HOLDOUT
-    from modstream.loop.retrain import Options
+    from modstream.loop.retrain import TEXT_FOLDS, Options
     from modstream.loop.retrain import retrain as run
     from modstream.topics import RangeError
     from training.dataset import DatasetError
@@ -562,7 +568,8 @@ def retrain(
     if out.resolve() == champion.resolve():
         _misconfigured(f"--out {out} is the champion bundle: write the challenger elsewhere")
     gate = _gate(max_review_share, max_ham_blocked, min_block_precision, confidence)
-    options = Options(gate, holdout or HOLDOUT, base, epochs, dead_letter)
+    folds = TEXT_FOLDS if text_folds is None else text_folds
+    options = Options(gate, holdout or HOLDOUT, base, epochs, folds, dead_letter)
     rng = _range(from_time, to_time, None)
     try:
         done = run(settings, rng, champion, out, options, progress=console.print)

@@ -1,9 +1,11 @@
 """``modstream retrain``: the weekly retrain, one stage after another, into one self-contained bundle.
 
 1. dataset: the range's moderator-labelled posts joined with their texts from the input topic;
-2. text: the text model fine-tuned on them (the latest share held out by time);
-3. rescore and decide: every labelled row's two text features scored again by the new text
-   model in process, then the decision model trained on the rescored rows;
+2. text: the text model fine-tuned on them (the latest share held out by time), and out-of-fold
+   text models for the earlier posts (modstream/loop/text.py says why);
+3. rescore and decide: every labelled row's two text features scored again in process, the
+   held-out posts by the new text model, the earlier ones by the model that did not see them;
+   then the decision model trained on the rescored rows;
 4. gate: challenger (rescored rows) against champion (rows as logged) on the latest posts;
 5. report: ``report.json`` and ``report.png``.
 
@@ -20,20 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modstream.loop.dataset import Texts, labelled_texts, matrix
+from modstream.loop.dataset import labelled_texts, matrix
 from modstream.loop.decide import HOLDOUT, Decided, decide, holdout_split
 from modstream.loop.gate import Gate
 from modstream.loop.report import write
 from modstream.loop.rescore import in_process, rescore
-from modstream.loop.text import Trained
+from modstream.loop.text import cross_fit
 from modstream.loop.text import train as train_text
 from modstream.topics import Range
+from schemas import Verdict
 from training.dataset import DatasetError
 from training.retrain import load_serving
 from training.textdata import DataError
 from workers.config import Settings
+from workers.records import Post
 from workers.textmodel import LocalText
 
+TEXT_FOLDS = 3
 WORK_DIR = "work"  # the text stage's files and its candidates, removed once the bundle is written
 
 
@@ -43,6 +48,7 @@ class Options:
     holdout: float = HOLDOUT
     base: str | None = None  # the base checkpoint (None: the default base)
     epochs: int | None = None
+    text_folds: int = TEXT_FOLDS  # 0: the earlier posts scored by the final text model, in sample
     dead_letter: bool = True
 
 
@@ -79,18 +85,35 @@ def retrain(
         f"{texts.no_text} labelled posts left out, their text no longer on {settings.input_topic!r}"
     )
     lap("dataset")
-    trained = _text(texts, serving_bundle, out, options, progress)
+    early, late = holdout_split(len(texts.labels), options.holdout)
+    rows = [(v.post_id, texts.posts[v.post_id].text, y) for v, y in zip(texts.verdicts, texts.labels, strict=True)]
+    progress(f"2/5 text: fine-tuning on {early.stop} posts, the latest {late.stop - late.start} held out")
+    extra = {} if options.epochs is None else {"epochs": options.epochs}
+    try:
+        trained = train_text(rows[early], rows[late], serving_bundle / "text", options.base, out / WORK_DIR,
+                             progress=progress, **extra)  # fmt: skip
+        progress(f"2/5 text: version {trained.card.version}, from the {trained.start} weights ({trained.val_f1})")
+        text_dir = out / "text"
+        shutil.rmtree(text_dir, ignore_errors=True)
+        trained.dir.rename(text_dir)  # the bundle keeps its own copy: promote serves it from here
+        scorers = [(range(late.start, late.stop), text_dir)]
+        if options.text_folds:
+            scorers += cross_fit(rows[early], trained.checkpoint, out / WORK_DIR, options.text_folds,
+                                 progress=progress, **extra)  # fmt: skip
+        else:
+            scorers = [(range(len(rows)), text_dir)]
+    except DataError as exc:
+        raise DatasetError(str(exc)) from None
     lap("text")
-    progress(f"3/5 rescore: {len(texts.verdicts)} rows with text model {trained.card.version}, in process")
-    text_dir = out / "text"
-    shutil.rmtree(text_dir, ignore_errors=True)
-    trained.dir.rename(text_dir)  # the bundle keeps its own copy: promote serves it from here
-    shutil.rmtree(out / WORK_DIR)
-    again = asyncio.run(
-        rescore(texts.verdicts, texts.posts, LocalText.load(text_dir), in_process(text_dir), "in-process", settings)
+    progress(f"3/5 rescore: {len(rows)} rows by {len(scorers)} text model(s), in process")
+    again = dict(
+        pair
+        for part, model in scorers
+        for pair in _rescore([texts.verdicts[i] for i in part], texts.posts, model, settings).items()
     )
-    assert again.no_post_event == 0  # every verdict kept has its post
-    logged, rescored = matrix(texts.verdicts, texts.labels), matrix(again.verdicts, texts.labels)
+    shutil.rmtree(out / WORK_DIR)
+    logged = matrix(texts.verdicts, texts.labels)
+    rescored = matrix([again[v.post_id] for v in texts.verdicts], texts.labels)
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
     decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
     lap("rescore_decide")
@@ -104,6 +127,7 @@ def retrain(
         "text": {
             "version": trained.card.version,
             "start": trained.start,
+            "out_of_fold_models": options.text_folds,
             "best_val_f1": trained.val_f1,
             "held_out": (trained.card.metrics or {}).get(precision, {}).get("test"),
             "fused_held_out": (trained.card.fusion or {}).get("metrics", {}).get("test"),
@@ -119,15 +143,9 @@ def retrain(
     return Retrained(report, decided)
 
 
-def _text(texts: Texts, serving_bundle: Path, out: Path, options: Options, progress: Callable[[str], None]) -> Trained:
-    early, late = holdout_split(len(texts.labels), options.holdout)
-    rows = [(v.post_id, texts.posts[v.post_id].text, y) for v, y in zip(texts.verdicts, texts.labels, strict=True)]
-    progress(f"2/5 text: fine-tuning on {early.stop} posts, the latest {late.stop - late.start} held out")
-    extra = {} if options.epochs is None else {"epochs": options.epochs}
-    try:
-        trained = train_text(rows[early], rows[late], serving_bundle / "text", options.base, out / WORK_DIR,
-                             progress=progress, **extra)  # fmt: skip
-    except DataError as exc:
-        raise DatasetError(str(exc)) from None
-    progress(f"2/5 text: version {trained.card.version}, from the {trained.start} weights (val F1 {trained.val_f1})")
-    return trained
+def _rescore(verdicts: list[Verdict], posts: dict[str, Post], text_dir: Path, settings: Settings) -> dict[str, Verdict]:
+    """``verdicts`` with their two text features scored by the text model in ``text_dir``, by post id."""
+    local, models = LocalText.load(text_dir), in_process(text_dir)
+    done = asyncio.run(rescore(verdicts, posts, local, models, "in-process", settings))
+    assert done.no_post_event == 0  # every verdict kept has its post
+    return {v.post_id: v for v in done.verdicts}

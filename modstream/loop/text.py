@@ -4,6 +4,12 @@ The latest posts are held out by time, the gate's slice; the earlier ones are tr
 validation. It starts from the serving text model's weights (the HF checkpoint a trained
 text dir keeps in ``hf/``) and from the base model's, and keeps whichever validates better:
 a platform's first retrain may do better from the general base, later ones from their own.
+
+The decision model must learn from text scores like those it will see on new posts, not from
+the text models' scores on their own training texts: those are overconfident (the n-gram model
+all but memorises them), and trees split in the gap they leave, where new ham falls. So the
+earlier posts are also scored out of fold: ``folds`` more text models, each trained on the
+others from the chosen start, score the posts they did not see.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class Trained:
     dir: Path
     card: TextModelCard
     start: str  # "serving" or "base"
+    checkpoint: str | None  # where that start's weights came from (None: the default base)
     val_f1: dict[str, float]  # each start's best validation F1
 
 
@@ -61,11 +68,39 @@ def train(
     serving start on a tie), the other removed."""
     data, test = write_csv(work / "history.csv", history), write_csv(work / "held_out.csv", held_out)
     cards: dict[str, TextModelCard] = {}
-    for name, checkpoint in starts(serving_text, base).items():
+    checkpoints = starts(serving_text, base)
+    for name, checkpoint in checkpoints.items():
         progress(f"text model from the {name} weights ({checkpoint or 'default base'})")
         cards[name] = train_text(data, checkpoint, work / name, epochs, max_length, seed, cache=cache_root(), test=test)
     scores = {name: card.best_val_f1 or 0.0 for name, card in cards.items()}
     best = max(scores, key=lambda name: (scores[name], name == "serving"))
     for name in cards.keys() - {best}:
         shutil.rmtree(work / name)
-    return Trained(work / best, cards[best], best, scores)
+    return Trained(work / best, cards[best], best, checkpoints[best], scores)
+
+
+def cross_fit(
+    history: Sequence[tuple[str, str, int]],
+    checkpoint: str | None,
+    work: Path,
+    folds: int,
+    *,
+    epochs: int = DEFAULT_EPOCHS,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    seed: int = DEFAULT_SEED,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[tuple[range, Path]]:
+    """Per time-contiguous fold of ``history``: its rows, and a text model trained on the other rows."""
+    size = -(-len(history) // folds)
+    out = []
+    for k, first in enumerate(range(0, len(history), size)):
+        rows = range(first, min(first + size, len(history)))
+        progress(f"out-of-fold text model {k + 1}/{folds} ({len(history) - len(rows)} posts)")
+        rest = [r for i, r in enumerate(history) if i not in rows]
+        data, test = (
+            write_csv(work / f"fold{k}.csv", rest),
+            write_csv(work / f"fold{k}-test.csv", history[first : rows.stop]),
+        )
+        train_text(data, checkpoint, work / f"fold{k}", epochs, max_length, seed, cache=cache_root(), test=test)
+        out.append((rows, work / f"fold{k}"))
+    return out
