@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modstream.loop.dataset import labelled_texts, matrix
+from modstream.loop.dataset import Texts, labelled_texts, matrix
 from modstream.loop.decide import HOLDOUT, Decided, decide, holdout_split
 from modstream.loop.gate import Gate
 from modstream.loop.report import write
 from modstream.loop.rescore import in_process, rescore
-from modstream.loop.text import cross_fit
+from modstream.loop.text import Trained, cross_fit
 from modstream.loop.text import train as train_text
 from modstream.topics import Range
 from schemas import Verdict
@@ -84,39 +84,24 @@ def retrain(
         f"1/5 dataset: {len(texts.labels)} labelled posts ({texts.spam} spam) with their text; "
         f"{texts.no_text} labelled posts left out, their text no longer on {settings.input_topic!r}"
     )
+    if not texts.labels:
+        raise DatasetError(f"none of the {texts.no_text} labelled posts has its text on {settings.input_topic!r}")
     lap("dataset")
-    early, late = holdout_split(len(texts.labels), options.holdout)
-    rows = [(v.post_id, texts.posts[v.post_id].text, y) for v, y in zip(texts.verdicts, texts.labels, strict=True)]
-    progress(f"2/5 text: fine-tuning on {early.stop} posts, the latest {late.stop - late.start} held out")
-    extra = {} if options.epochs is None else {"epochs": options.epochs}
-    try:
-        trained = train_text(rows[early], rows[late], serving_bundle / "text", options.base, out / WORK_DIR,
-                             progress=progress, **extra)  # fmt: skip
-        progress(f"2/5 text: version {trained.card.version}, from the {trained.start} weights ({trained.val_f1})")
-        text_dir = out / "text"
-        shutil.rmtree(text_dir, ignore_errors=True)
-        trained.dir.rename(text_dir)  # the bundle keeps its own copy: promote serves it from here
-        scorers = [(range(late.start, late.stop), text_dir)]
-        if options.text_folds:
-            scorers += cross_fit(rows[early], trained.checkpoint, out / WORK_DIR, options.text_folds,
-                                 progress=progress, **extra)  # fmt: skip
-        else:
-            scorers = [(range(len(rows)), text_dir)]
-    except DataError as exc:
-        raise DatasetError(str(exc)) from None
+    trained, scorers = _text(texts, serving_bundle, out, options, progress)
     lap("text")
-    progress(f"3/5 rescore: {len(rows)} rows by {len(scorers)} text model(s), in process")
-    again = dict(
-        pair
+    progress(f"3/5 rescore: {len(texts.verdicts)} rows by {len(scorers)} text model(s), in process")
+    again = {
+        v.post_id: v
         for part, model in scorers
-        for pair in _rescore([texts.verdicts[i] for i in part], texts.posts, model, settings).items()
-    )
+        for v in _rescore([texts.verdicts[i] for i in part], texts.posts, model, settings)
+    }
     shutil.rmtree(out / WORK_DIR)
+    lap("rescore")
     logged = matrix(texts.verdicts, texts.labels)
     rescored = matrix([again[v.post_id] for v in texts.verdicts], texts.labels)
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
     decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
-    lap("rescore_decide")
+    lap("decide")
     j = decided.judgement
     progress(f"4/5 gate: {j.line()}")
     precision = "int8" if "int8" in trained.card.serving_model else "fp32"
@@ -143,9 +128,36 @@ def retrain(
     return Retrained(report, decided)
 
 
-def _rescore(verdicts: list[Verdict], posts: dict[str, Post], text_dir: Path, settings: Settings) -> dict[str, Verdict]:
-    """``verdicts`` with their two text features scored by the text model in ``text_dir``, by post id."""
+Scorers = list[tuple[range, Path]]  # rows (by index) and the text model dir that scores them
+
+
+def _text(
+    texts: Texts, serving_bundle: Path, out: Path, options: Options, progress: Callable[[str], None]
+) -> tuple[Trained, Scorers]:
+    """The new text model, moved to ``out/text``, and which text model scores which rows."""
+    early, late = holdout_split(len(texts.labels), options.holdout)
+    rows = [(v.post_id, texts.posts[v.post_id].text, y) for v, y in zip(texts.verdicts, texts.labels, strict=True)]
+    progress(f"2/5 text: fine-tuning on {early.stop} posts, the latest {late.stop - late.start} held out")
+    extra = {} if options.epochs is None else {"epochs": options.epochs}
+    try:
+        trained = train_text(rows[early], rows[late], serving_bundle / "text", options.base, out / WORK_DIR,
+                             progress=progress, **extra)  # fmt: skip
+        progress(f"2/5 text: version {trained.card.version}, from the {trained.start} weights ({trained.val_f1})")
+        text_dir = out / "text"
+        shutil.rmtree(text_dir, ignore_errors=True)
+        trained.dir.rename(text_dir)  # the bundle keeps its own copy: promote serves it from here
+        if not options.text_folds:
+            return trained, [(range(len(rows)), text_dir)]
+        folds = cross_fit(rows[early], trained.checkpoint, out / WORK_DIR, options.text_folds,
+                          progress=progress, **extra)  # fmt: skip
+    except DataError as exc:
+        raise DatasetError(str(exc)) from None
+    return trained, [(range(late.start, late.stop), text_dir), *folds]
+
+
+def _rescore(verdicts: list[Verdict], posts: dict[str, Post], text_dir: Path, settings: Settings) -> list[Verdict]:
+    """``verdicts`` with their two text features scored by the text model in ``text_dir``."""
     local, models = LocalText.load(text_dir), in_process(text_dir)
     done = asyncio.run(rescore(verdicts, posts, local, models, "in-process", settings))
     assert done.no_post_event == 0  # every verdict kept has its post
-    return {v.post_id: v for v in done.verdicts}
+    return done.verdicts
