@@ -52,6 +52,11 @@ def starts(serving_text: Path, base: str | None) -> dict[str, str | None]:
     return ({"serving": str(own)} if (own / "config.json").is_file() else {}) | {"base": base}
 
 
+def better_start(val_f1: dict[str, float]) -> str:
+    """The start whose model validates better; the serving one on a tie (nothing to gain by switching)."""
+    return max(val_f1, key=lambda name: (val_f1[name], name == "serving"))
+
+
 def train(
     history: Sequence[tuple[str, str, int]],
     held_out: Sequence[tuple[str, str, int]],
@@ -73,7 +78,7 @@ def train(
         progress(f"text model from the {name} weights ({checkpoint or 'default base'})")
         cards[name] = train_text(data, checkpoint, work / name, epochs, max_length, seed, cache=cache_root(), test=test)
     scores = {name: card.best_val_f1 or 0.0 for name, card in cards.items()}
-    best = max(scores, key=lambda name: (scores[name], name == "serving"))
+    best = better_start(scores)
     for name in cards.keys() - {best}:
         shutil.rmtree(work / name)
     return Trained(work / best, cards[best], best, checkpoints[best], scores)

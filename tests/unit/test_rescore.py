@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from modstream.cli import app
 from modstream.loop.replay import replay
-from modstream.loop.rescore import LOOKBACK, NGRAM, SKEW, TEXT, posts_by_id, posts_range, rescore, stale
+from modstream.loop.rescore import LOOKBACK, NGRAM, SKEW, TEXT, in_process, posts_by_id, posts_range, rescore, stale
 from modstream.topics import Range
 from schemas import Verdict
 from tests.unit.fakes import (
@@ -28,6 +28,7 @@ from tests.unit.fakes import (
 from tests.unit.test_loop import POSTS
 from tests.unit.test_shadow_text import Contrary, cheap_id
 from tests.unit.test_worker import make_worker, msgs, verdicts
+from training.text_scoring import onnx_spam_scores
 from workers.config import Settings
 from workers.ngram import N_BUCKETS, NgramModel
 from workers.records import InMsg
@@ -198,3 +199,14 @@ def test_an_unreachable_triton_is_a_one_line_error(
         "cannot rescore 3 verdicts with the bundle's text model 't2' as 'other' on Triton at 127.0.0.1:1"
         in " ".join(result.output.split())
     )
+
+
+async def test_a_retrain_rescores_in_process_as_the_serving_onnx_path_scores(tiny_model_dir: Path) -> None:
+    """No Triton: the text model's card's ONNX file through ONNX Runtime, the worker's encoder and scorer."""
+    logged = {v.post_id: v for v in [logged_verdict(pid, i) for i, pid in enumerate(("p0", "p1", "linked"))]}
+    posts = posts_by_id(BATCH)
+    local = LocalText.load(tiny_model_dir)
+    out = await rescore(list(logged.values()), posts, local, in_process(tiny_model_dir), "any", Settings())
+    assert out.no_post_event == 0 and len(out.verdicts) == 3
+    expected = onnx_spam_scores(tiny_model_dir, [posts[v.post_id].text for v in out.verdicts])
+    assert [values(v)[TEXT] for v in out.verdicts] == pytest.approx(expected.tolist(), abs=1e-5)
