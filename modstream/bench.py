@@ -187,7 +187,7 @@ def triton_only(
     ep: Endpoints, models: Models, texts: Sequence[str], max_len: int, in_flight: int, sub_batch: int
 ) -> float:
     async def run() -> float:
-        model = TritonTextModel(ep.triton_grpc, "spam_text", 30)
+        model = TritonTextModel(ep.triton_grpc, "spam_text", 30, TextModelCard.load(models.text).version)
         await model.connect()
         scorer = TextScorer(
             TextEncoder(models.text / "tokenizer.json", max_len), model, sub_batch, in_flight, ScoreCache(0)

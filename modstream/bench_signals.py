@@ -67,8 +67,7 @@ async def _measure(redis_url: str, records: Sequence[Record], batch: int, ks: Ke
                 t0 = time.perf_counter()
                 await store.enrich(keys, [])
                 t1 = time.perf_counter()
-                bands = signals.band_hashes([p.text for p in chunk])
-                [signals.plan(p, b, ks, 600) for p, b in zip(chunk, bands, strict=True)]
+                signals.plans(chunk, ks, 600)
                 t2 = time.perf_counter()
                 cpu0 = _redis_cpu_us(stats)
                 t3 = time.perf_counter()

@@ -256,6 +256,16 @@ def restart(stack: LocalStack, service: str, pause_s: float = 0.0) -> Callable[[
     return partial(stack.restart, service, pause_s=pause_s)
 
 
+def back_after(stack: LocalStack, service: str, pause_s: float) -> Callable[[], float]:
+    """The fault of :func:`restart`, over when ``service`` is back: recovery counts from then."""
+
+    def fault() -> float:
+        stack.restart(service, pause_s=pause_s)
+        return time.time()
+
+    return fault
+
+
 POISON_DOMAIN = "evil.example"
 
 
@@ -356,6 +366,13 @@ class Suite:
         name = f"feedback worker kill -9 x{self.kills}"
         return kill_feedback(name, env, values, truth.increments, self.kills, self.log("feedback"))
 
+    def broker(self, guarantee: str, pause_s: float = 5.0) -> Result:
+        """The broker killed mid-stream and started again ``pause_s`` later; the worker must not exit."""
+        name = f"broker killed, back after {pause_s:g} s, {guarantee.replace('_', '-')}"
+        s = self.settings(f"broker-{guarantee}", processing_guarantee=guarantee, instance_id=f"broker-{guarantee}")
+        fault = back_after(self.stack, "kafka", pause_s)
+        return fault_during_replay(name, s, self.posts(f"b{guarantee[0]}-"), self.log(f"broker-{guarantee}"), fault)
+
     def poisoned(self) -> Result:
         s = self.settings("poison")
         # The long host of a poison record sits under this domain: banned, it once crash-looped the worker.
@@ -365,30 +382,45 @@ class Suite:
         return fault_during_replay("poison records", s, records, self.log("poison"), time.time)
 
 
-def run_suite(suite: Suite, s3: Suite | None = None, progress: Callable[[str], object] = print) -> list[Result]:
-    """Every scenario on ``suite``'s stack; the broker restart on ``s3``'s (Tansu on S3 storage)."""
-    scenarios: list[Callable[[], Result]] = [
-        partial(suite.kill, "at_least_once"),
-        partial(suite.kill, "exactly_once"),
-        partial(suite.outage, "triton", 2.0),
-        suite.poisoned,
-        partial(suite.feedback, 3 * len(suite.posts("count-"))),
-    ]
+def run_suite(
+    suite: Suite, s3: Suite | None = None, progress: Callable[[str], object] = print, only: Sequence[str] = ()
+) -> list[Result]:
+    """Every scenario on ``suite``'s stack, or those named in ``only`` (see :data:`SCENARIOS`); the
+    broker restarts on ``s3``'s (Tansu on S3 storage)."""
+    scenarios: dict[str, Callable[[], Result]] = {
+        "kill-at-least-once": partial(suite.kill, "at_least_once"),
+        "kill-exactly-once": partial(suite.kill, "exactly_once"),
+        "triton": partial(suite.outage, "triton", 2.0),
+        "poison": suite.poisoned,
+        "feedback": partial(suite.feedback, 3 * len(suite.posts("count-"))),
+    }
     if s3 is not None:
-        fault = restart(s3.stack, "kafka")
-        name = "broker (Tansu on S3) killed and restarted"
-        scenarios.append(
-            partial(fault_during_replay, name, s3.settings("broker"), s3.posts("s3-"), s3.log("broker"), fault)
-        )
+        scenarios["broker"] = partial(s3.broker, "at_least_once")
     # Last: the restarted Redis is empty (a throwaway cache), and the others read the seeded world.
     # Never an outage of a Redis this stack does not own.
     if suite.endpoints.redis_started:
-        scenarios.append(partial(suite.outage, "redis", suite.outage_s))
+        scenarios["redis"] = partial(suite.outage, "redis", suite.outage_s)
+    if unknown := sorted(set(only) - set(scenarios)):
+        raise ValueError(f"no such scenario here: {', '.join(unknown)} (one of {', '.join(scenarios)})")
     results = []
-    for scenario in scenarios:
+    for key, scenario in scenarios.items():
+        if only and key not in only:
+            continue
         results.append(scenario())
         progress(f"{results[-1]}")
     return results
+
+
+# The scenarios' names in run_suite, for ``modstream chaos --only`` to check before a stack starts.
+SCENARIOS = (
+    "kill-at-least-once",
+    "kill-exactly-once",
+    "triton",
+    "poison",
+    "feedback",
+    "broker",
+    "redis",
+)
 
 
 COLUMNS = (
@@ -422,8 +454,10 @@ def write_table(doc: Path, results: Sequence[Result], command: str) -> None:
     doc.write_text(f"{before}{TABLE_START}\n`{command}`:\n\n{table(results)}\n{TABLE_END}{after}")
 
 
-def run_chaos(posts: int, kills: int, outage_s: float, console: Console, seed: int = 2026) -> list[Result]:
-    """Every scenario at full size on the embedded stack with the trained models."""
+def run_chaos(
+    posts: int, kills: int, outage_s: float, console: Console, seed: int = 2026, only: Sequence[str] = ()
+) -> list[Result]:
+    """Every scenario (or those in ``only``) at full size on the embedded stack with the trained models."""
     from modstream.artifacts import ensure_models
     from modstream.bench import relabel
     from modstream.demo import build_records
@@ -451,4 +485,4 @@ def run_chaos(posts: int, kills: int, outage_s: float, console: Console, seed: i
                     Suite(stack, endpoints, models.bundle, work, partial(relabel, valid), kills, outage_s, prefix)
                     for stack, endpoints in ((memory, ep), (durable, s3_ep))
                 )
-                return run_suite(main, s3_suite, progress=console.log)
+                return run_suite(main, s3_suite, progress=console.log, only=only)

@@ -14,8 +14,10 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from modstream.loop.gate import Gate, Judgement, Side
+    from modstream.promotion import Switch, TextServing
     from modstream.topics import Range
     from workers.config import Settings
+    from workers.feedback import FeedbackSettings
 
 # Plain click help: rich's option table cuts long option names at 80 columns.
 app = typer.Typer(
@@ -69,10 +71,36 @@ def _settings() -> Settings:
         _misconfigured(f"bad MODSTREAM_* settings: {describe(exc)}")
 
 
+def _service(log_level: str) -> Settings:
+    """The settings of a command that runs as a service, its logging configured from them."""
+    from workers.logs import configure
+
+    settings = _settings()
+    configure(log_level.upper(), settings.log_format)
+    return settings
+
+
+def _feedback_settings() -> FeedbackSettings:
+    """The feedback worker's MODSTREAM_FEEDBACK_* settings, or exit 2 with one line."""
+    from pydantic import ValidationError
+
+    from workers.feedback import FeedbackSettings
+    from workers.isolation import describe
+
+    try:
+        return FeedbackSettings()
+    except ValidationError as exc:
+        _misconfigured(f"bad MODSTREAM_FEEDBACK_* settings: {describe(exc)}")
+
+
 def _misconfigured(message: str) -> NoReturn:
+    from workers.logs import JsonFormatter
     from workers.startup import EXIT_MISCONFIGURED
 
-    console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however long
+    if any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers):  # a service's JSON log
+        logging.getLogger("modstream").error(message)
+    else:
+        console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however long
     raise typer.Exit(EXIT_MISCONFIGURED)
 
 
@@ -84,9 +112,9 @@ def worker(log_level: str = "INFO") -> None:
     with without():  # a restarted worker is back in seconds sooner (workers/startup.py)
         from workers.main import main
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = _service(log_level)
     try:
-        main(_settings())
+        main(settings)
     except Misconfigured as exc:
         _misconfigured(str(exc))
 
@@ -114,9 +142,13 @@ def health(
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.feedback import main
+    from workers.startup import Misconfigured
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main(_settings())
+    settings = _service(log_level)
+    try:
+        main(settings, _feedback_settings())
+    except Misconfigured as exc:  # Kafka security settings it cannot apply
+        _misconfigured(str(exc))
 
 
 @app.command("profile-contract")
@@ -140,8 +172,7 @@ def ingest_profiles(log_level: str = "INFO") -> None:
     """Consume profile updates (MODSTREAM_PROFILES_TOPIC) into Redis; invalid ones go to the DLQ."""
     from workers.profiles.app import main
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    main(_settings())
+    main(_service(log_level))
 
 
 @models_app.callback(invoke_without_command=True)
@@ -154,35 +185,66 @@ def models(ctx: typer.Context) -> None:
     print(ensure_models(console).bundle)
 
 
+def _text_serving(settings: Settings) -> TextServing | None:
+    """Triton's repository and control API, for a promotion that brings another text model; None when
+    MODSTREAM_TRITON_REPO is unset (then such a promotion is refused)."""
+    from modstream.promotion import TextServing
+    from workers.adapters.triton import TritonControl
+
+    if settings.triton_repo is None:
+        return None
+    reload_s = settings.model_reload_s or 5.0
+    return TextServing(
+        settings.triton_repo / settings.triton_model,
+        TritonControl(settings.triton_url, max(settings.triton_timeout_s, 60.0)),  # a load takes seconds
+        idle_s=reload_s,
+        drain_min_s=2 * reload_s,
+        drain_max_s=max(60.0, 6 * reload_s),
+        keep=[settings.shadow_model_dir] if settings.shadow_model_dir else [],
+    )
+
+
+def _switched(switch: Switch) -> None:
+    console.print(f"{switch.action}: now serving {switch.after} (decision model {switch.decision}, text model "
+                  f"{switch.text}); was {switch.before or 'nothing'}")  # fmt: skip
+    if switch.text_changed:
+        console.print(f"  Triton loaded text model {switch.text} first; running workers switch between batches")
+    if switch.retired:
+        console.print(f"  retired from Triton once no worker asked for them: {', '.join(switch.retired)}")
+    if switch.still_in_use:
+        console.print(
+            f"[yellow]  still asked for, left loaded:[/] {', '.join(switch.still_in_use)} "
+            "(a worker that has not switched; the next promotion retires them)"
+        )
+
+
 @models_app.command("promote")
 def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to serve")]) -> None:
-    """Serve BUNDLE: swap the MODSTREAM_MODEL_DIR link atomically; running workers switch between batches."""
+    """Serve BUNDLE: load its text model into Triton if it is another one, then swap the MODSTREAM_MODEL_DIR
+    link atomically; running workers switch between batches."""
     from modstream.promotion import PromotionError, promote
     from training.dataset import DatasetError
 
+    settings = _settings()
     try:
-        switch = promote(_settings().model_dir, bundle)
+        switch = promote(settings.model_dir, bundle, _text_serving(settings))
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
-    console.print(f"promoted {switch.after} (decision model {switch.decision}); was {switch.before or 'nothing'}")
-    if switch.text_changed:
-        console.print(
-            f"[yellow]its text model {switch.text} differs:[/] running workers keep the old bundle until Triton "
-            "serves it and they restart"
-        )
+    _switched(switch)
 
 
 @models_app.command("rollback")
 def models_rollback() -> None:
-    """Serve the bundle promoted before the current one."""
+    """Serve the bundle promoted before the current one (its text model loaded into Triton again if need be)."""
     from modstream.promotion import PromotionError, rollback
     from training.dataset import DatasetError
 
+    settings = _settings()
     try:
-        switch = rollback(_settings().model_dir)
+        switch = rollback(settings.model_dir, _text_serving(settings))
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
-    console.print(f"rolled back to {switch.after} (decision model {switch.decision}); was {switch.before}")
+    _switched(switch)
 
 
 @app.command()
@@ -271,13 +333,20 @@ def chaos(
     doc: Annotated[Path, typer.Option(help="The Markdown file whose results table is rewritten")] = Path(
         "docs/RELIABILITY.md"
     ),
+    only: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only this scenario (repeatable), e.g. broker; the doc is left as it is"),
+    ] = None,
 ) -> None:
     """Inject faults during replays and count lost, duplicate and degraded verdicts per scenario."""
-    from modstream.chaos import run_chaos, table, write_table
+    from modstream.chaos import SCENARIOS, run_chaos, table, write_table
 
-    results = run_chaos(posts, kills, outage_s, console)
+    if unknown := sorted(set(only or ()) - set(SCENARIOS)):
+        raise typer.BadParameter(f"no such scenario: {', '.join(unknown)} (one of {', '.join(SCENARIOS)})")
+    results = run_chaos(posts, kills, outage_s, console, only=only or ())
     print(table(results))
-    write_table(doc, results, f"modstream chaos --posts {posts} --kills {kills} --outage-s {outage_s:g}")
+    if not only:  # a selection is a run of its own: the doc's table keeps every scenario
+        write_table(doc, results, f"modstream chaos --posts {posts} --kills {kills} --outage-s {outage_s:g}")
     if any(r.lost or r.disagreeing for r in results):
         raise typer.Exit(1)
 

@@ -42,8 +42,8 @@ MALFORMED: tuple[bytes, ...] = (
     b'{"post_id": "m3", "user_id": "u", "created_at": "yesterday", "text": "", "ip": "1.2.3.4", "platform": "web"}',
     b'{"post_id": "m4", "user_id": "u", "created_at": "2026-11-21T10:00:00Z", "text": "", "ip": "999.1.1.1", '
     b'"platform": "web"}',
-    b'{"post_id": "m5", "user_id": "u", "created_at": "2026-11-21T10:00:00Z", "text": "", "ip": "1.2.3.4", '
-    b'"platform": "web", "surprise": true}',
+    b'{"post_id": true, "user_id": "u", "created_at": "2026-11-21T10:00:00Z", "text": "", "ip": "1.2.3.4", '
+    b'"platform": "web"}',
     b"\xff\xfe binary garbage",
 )
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from modstream.triton_repo import INPUT_NAMES, PLAN_FILE, RepoOptions, write_model_config
-from workers.cards import TextModelCard
 
 GPU_HINT = "GPU only: install modstream[gpu] on a machine with an NVIDIA GPU"
 
@@ -53,10 +52,9 @@ class EngineProfile:
         )
         return {name: (low, opt, high) for name in INPUT_NAMES}
 
-    def repo_options(self, model_version: str) -> RepoOptions:
+    def repo_options(self) -> RepoOptions:
         """Triton options matching the engine: Triton must never batch beyond the profile's max."""
         return RepoOptions(
-            model_version=model_version,
             max_batch_size=self.max_batch,
             preferred_batch_sizes=tuple(sorted({self.opt_batch, self.max_batch})),
         )
@@ -76,18 +74,14 @@ def build_engine(
     fp16: bool = True,
     int8: bool = False,
     timing_cache: Path | None = None,
-    *,
-    model_version: str | None = None,
 ) -> Path:
     """Build ``out_dir/model.plan`` from the ONNX model and write the matching ``config.pbtxt`` next to it.
 
     ``int8`` expects an explicitly quantized (Q/DQ) ONNX: there is no calibrator.
     ``timing_cache`` is loaded when it exists and saved afterwards, so rebuilds
-    skip kernel timing. ``model_version`` defaults to the ``card.json`` next to
-    the ONNX. Returns the plan's path.
+    skip kernel timing. Returns the plan's path.
     """
     trt = _tensorrt()
-    version = model_version or TextModelCard.load(onnx_path.parent).version
     logger = trt.Logger(trt.Logger.WARNING)
     try:
         builder = trt.Builder(logger)
@@ -122,5 +116,5 @@ def build_engine(
     if timing_cache is not None:
         timing_cache.parent.mkdir(parents=True, exist_ok=True)
         timing_cache.write_bytes(bytes(config.get_timing_cache().serialize()))
-    write_model_config("gpu-tensorrt", profile.repo_options(version), out_dir)
+    write_model_config("gpu-tensorrt", profile.repo_options(), out_dir)
     return plan

@@ -65,8 +65,7 @@ async def measure(store: RedisStore, batches: int, size: int, warmup: int = WARM
     for b in range(warmup + batches):
         batch = posts(size, rng, start + b * size)
         keys = list(dict.fromkeys(k for p in batch for k in profile_keys(p, KS) if k is not None))
-        bands = signals.band_hashes([p.text for p in batch])
-        plans = [signals.plan(p, band, KS, 600) for p, band in zip(batch, bands, strict=True)]
+        plans = signals.plans(batch, KS, 600)
         t, c = time.perf_counter(), time.process_time()
         await store.enrich(keys, plans)
         if b >= warmup:
@@ -144,8 +143,7 @@ def used_memory(url: str, layout: Layout) -> int:
 
 def _calls_per_batch(layout: Layout, size: int) -> int:
     batch = posts(size, random.Random(7), 0)
-    bands = signals.band_hashes([p.text for p in batch])
-    plans = [signals.plan(p, band, KS, 600) for p, band in zip(batch, bands, strict=True)]
+    plans = signals.plans(batch, KS, 600)
     return len(signal_calls(plans, layout).by_group)
 
 

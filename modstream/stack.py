@@ -377,7 +377,9 @@ class LocalStack:
             str(paths.tritonserver_bin()),
             f"--model-repository={self.model_repo}",
             f"--backend-directory={self._backend_dir()}",
-            "--model-control-mode=none",
+            # Explicit control, every model at start: `models promote` loads a text model's version into it.
+            "--model-control-mode=explicit",
+            "--load-model=*",
             "--strict-readiness=true",
             "--exit-on-error=true",
             "--disable-auto-complete-config",  # the configs are complete; no guessing

@@ -1,6 +1,13 @@
 """Build the Triton model repository that serves the content model ``spam_text``, and beside it,
 under a second name (``spam_text_shadow``), a challenger's text model when it is another one.
 
+The repository is versioned: each text model is a version directory of its own,
+``spam_text/<n>/``, whose number is derived from the model card's version
+(:func:`triton_version`), so a worker that knows the card asks Triton for exactly that
+model with no table to share. The config loads every version present
+(``version_policy: all``); promoting a text model adds its directory and asks Triton
+to load it (:mod:`modstream.promotion`), retiring one removes its directory.
+
 Three targets share one model name and one I/O contract, so the worker never
 knows which one it talks to:
 
@@ -21,22 +28,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
 
+from workers.adapters.triton import triton_version
 from workers.cards import TextModelCard
 
 Target = Literal["cpu-embedded", "cpu-onnx", "gpu-tensorrt"]
 TARGETS: tuple[Target, ...] = get_args(Target)
 
 MODEL_NAME = "spam_text"
-TRITON_VERSION = "1"  # one numeric version dir; the content version travels as a parameter
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "logits"
 NUM_LABELS = 2
 PLAN_FILE = "model.plan"  # what Triton's tensorrt_plan platform loads by default
+ONNX_FILE = "model.onnx"  # cpu-embedded: the ONNX file next to model.py, whichever file the card serves
 
 TRITON_MODELS_DIR = Path(__file__).resolve().parents[1] / "triton_models"
 PYTHON_MODEL_SOURCE = TRITON_MODELS_DIR / "spam_text_python" / "model.py"
 REFERENCE_DIR = TRITON_MODELS_DIR / "reference"
 DEFAULT_REPO_DIR = Path("build/triton_repo")
+
 
 # (backend/platform line, file in the version dir, instance kind) per target
 _SERVING: dict[Target, tuple[str, str, str]] = {
@@ -46,17 +55,23 @@ _SERVING: dict[Target, tuple[str, str, str]] = {
 }
 
 
+# Which target a repository's config was written for: its backend or platform line.
+def target_of(config: str) -> Target:
+    for target, (line, _, _) in _SERVING.items():
+        if line in config:
+            return target
+    raise ValueError("not a spam_text config of any target (no known backend or platform line)")
+
+
 @dataclass(frozen=True)
 class RepoOptions:
     """Everything ``config.pbtxt`` depends on besides the target."""
 
-    model_version: str = "dev"
     max_batch_size: int = 64
     preferred_batch_sizes: tuple[int, ...] = (16, 32, 64)
     max_queue_delay_us: int = 2000
     instances: int = 1
     intra_op_threads: int = 0  # CPU targets; 0 = ONNX Runtime's default
-    onnx_file: str = "model.onnx"  # cpu-embedded: the ONNX file next to model.py
     name: str = MODEL_NAME
 
     def __post_init__(self) -> None:
@@ -67,8 +82,6 @@ class RepoOptions:
         bad = [b for b in self.preferred_batch_sizes if not 1 <= b <= self.max_batch_size]
         if bad:
             raise ValueError(f"preferred batch sizes {bad} are outside [1, max_batch_size={self.max_batch_size}]")
-        if not self.model_version or '"' in self.model_version:
-            raise ValueError(f"invalid model_version {self.model_version!r}")
 
     @classmethod
     def for_target(cls, target: Target, cores: int | None = None) -> RepoOptions:
@@ -106,15 +119,16 @@ def render_config(target: Target, opts: RepoOptions) -> str:
     ragged = target == "cpu-embedded"
     inputs = ",\n".join(_tensor(name, "TYPE_INT64", "-1", ragged=ragged) for name in INPUT_NAMES)
     preferred = ", ".join(str(b) for b in opts.preferred_batch_sizes)
-    parameters = {"model_version": opts.model_version}
+    parameters: dict[str, str] = {}
     if target == "cpu-embedded":
-        parameters |= {"onnx_file": opts.onnx_file, "intra_op_threads": str(opts.intra_op_threads)}
+        parameters["intra_op_threads"] = str(opts.intra_op_threads)
     elif target == "cpu-onnx" and opts.intra_op_threads:
         parameters["intra_op_thread_count"] = str(opts.intra_op_threads)  # onnxruntime backend's key
     lines = [
         f'name: "{opts.name}"',
         serving,
         f"max_batch_size: {opts.max_batch_size}",
+        "version_policy: { all { } }",  # every text model whose directory is present: old and new during a swap
         f"input [\n{inputs}\n]",
         f"output [\n{_tensor(OUTPUT_NAME, 'TYPE_FP32', str(NUM_LABELS))}\n]",
         "dynamic_batching {"
@@ -134,6 +148,51 @@ def write_model_config(target: Target, opts: RepoOptions, model_root: Path) -> P
     return path
 
 
+def _source(target: Target, text_dir: Path, card: TextModelCard, plan: Path | None, onnx_file: str | None) -> Path:
+    """The file a target serves for the text model in ``text_dir``."""
+    served = onnx_file or card.serving_model
+    source = (plan or text_dir / PLAN_FILE) if target == "gpu-tensorrt" else text_dir / served
+    if not source.is_file():
+        hint = " (build it with modstream build-engine)" if target == "gpu-tensorrt" else ""
+        raise FileNotFoundError(f"{source} not found{hint}")
+    return source
+
+
+def add_version(
+    target: Target, text_dir: Path, model_root: Path, *, plan: Path | None = None, onnx_file: str | None = None
+) -> Path:
+    """Write the text model of ``text_dir`` as a version directory of ``model_root`` (a model dir with its
+    ``config.pbtxt``): its serving file, and its card, which says which text model the number stands for.
+    Written beside and renamed into place, so Triton never loads half a directory. Returns the directory."""
+    card = TextModelCard.load(text_dir)
+    source = _source(target, text_dir, card, plan, onnx_file)
+    _, model_file, _ = _SERVING[target]
+    version_dir = model_root / str(triton_version(card.version))
+    tmp = model_root / f".{version_dir.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if target == "cpu-embedded":
+        if not PYTHON_MODEL_SOURCE.is_file():
+            raise FileNotFoundError(f"{PYTHON_MODEL_SOURCE} not found: the repository needs the modstream source tree")
+        shutil.copy2(PYTHON_MODEL_SOURCE, tmp / model_file)
+        shutil.copy2(source, tmp / ONNX_FILE)
+    else:
+        shutil.copy2(source, tmp / model_file)
+    card.save(tmp)
+    shutil.rmtree(version_dir, ignore_errors=True)  # the same text model written again: same files
+    tmp.rename(version_dir)
+    return version_dir
+
+
+def versions(model_root: Path) -> dict[int, str]:
+    """Triton version number -> text model version, for every version directory of ``model_root``."""
+    return {
+        int(d.name): TextModelCard.load(d).version
+        for d in model_root.iterdir()
+        if d.is_dir() and d.name.isdigit() and (d / "card.json").is_file()
+    }
+
+
 def build_repo(
     target: Target,
     model_dir: Path,
@@ -144,47 +203,27 @@ def build_repo(
     name: str = MODEL_NAME,
     onnx_file: str | None = None,
 ) -> Path:
-    """Write ``out/spam_text/{config.pbtxt,1/...}`` from a trained model dir; returns ``out``.
+    """Write ``out/<name>/{config.pbtxt,<n>/...}`` from a trained model dir; returns ``out``.
 
     ``model_dir`` holds ``card.json`` and the ONNX file it names. For
     ``gpu-tensorrt`` the engine is ``plan`` or ``model_dir/model.plan``; its profile must
     allow ``max_batch_size`` (``build_engine`` writes a config matching its profile). Only
     ``out/<name>`` is replaced; other models in ``out`` are left alone, so a second call with
     another ``name`` adds a model (a challenger's text model, served beside). ``options``
-    defaults to :meth:`RepoOptions.for_target`; the version comes from the card, and the
-    ONNX file is the card's serving model unless ``onnx_file`` names another (the
-    benchmark's naive baseline serves the fp32 ``model.onnx`` beside the int8 one).
+    defaults to :meth:`RepoOptions.for_target`; the ONNX file is the card's serving model
+    unless ``onnx_file`` names another (the benchmark's naive baseline serves the fp32
+    ``model.onnx`` beside the int8 one). More text models are added by :func:`add_version`.
     """
-    card = TextModelCard.load(model_dir)
-    _, model_file, _ = _SERVING[target]
-    onnx_file = onnx_file or card.serving_model
-    source = (plan or model_dir / PLAN_FILE) if target == "gpu-tensorrt" else model_dir / onnx_file
-    if not source.is_file():
-        hint = " (build it with modstream.engine.build_engine)" if target == "gpu-tensorrt" else ""
-        raise FileNotFoundError(f"{source} not found{hint}")
-    if target == "cpu-embedded" and not PYTHON_MODEL_SOURCE.is_file():
-        raise FileNotFoundError(f"{PYTHON_MODEL_SOURCE} not found: build_repo needs the modstream source tree")
-
     model_root = out / name
     # The build is replaced wholesale: it must not live among the sources nor contain the model dir.
     if model_root.resolve().is_relative_to(TRITON_MODELS_DIR) or model_dir.resolve().is_relative_to(
         model_root.resolve()
     ):
         raise ValueError(f"refusing to build into {model_root}: it would overwrite sources")
+    _source(target, model_dir, TextModelCard.load(model_dir), plan, onnx_file)  # fail before removing anything
     shutil.rmtree(model_root, ignore_errors=True)  # no stale files from an earlier build or target
-    version_dir = model_root / TRITON_VERSION
-    version_dir.mkdir(parents=True)
-
-    if target == "cpu-embedded":
-        shutil.copy2(PYTHON_MODEL_SOURCE, version_dir / model_file)
-        shutil.copy2(source, version_dir / onnx_file)
-    else:
-        shutil.copy2(source, version_dir / model_file)
-
-    opts = replace(
-        options or RepoOptions.for_target(target), model_version=card.version, onnx_file=onnx_file, name=name
-    )
-    write_model_config(target, opts, model_root)
+    write_model_config(target, replace(options or RepoOptions.for_target(target), name=name), model_root)
+    add_version(target, model_dir, model_root, plan=plan, onnx_file=onnx_file)
     return out
 
 

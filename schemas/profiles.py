@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AwareDatetime, Field, RootModel, model_validator
 
-from schemas.events import Id, _Strict
+from schemas.events import InputId, _Strict
 
 # JSON Schema keyword on a field that is written only while absent (see DomainProfile.reputation).
 INITIAL_ONLY = "x-initial-only"
@@ -61,7 +61,7 @@ class _Update(_Strict):
 
 class UserUpdate(_Update):
     entity: Literal["user"]
-    id: Id  # the user_id of PostEvent
+    id: InputId  # the user_id of PostEvent, in the same forms
     fields: UserProfile
 
 

@@ -114,14 +114,16 @@ def tiny_challenger_text_dir(tmp_path_factory: pytest.TempPathFactory, tiny_mode
 
 
 @pytest.fixture(scope="session")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_challenger_text_dir: Path
-) -> Iterator[Endpoints]:
-    """The embedded stack (Tansu, its own Redis, tritonserver serving the tiny model, and the tiny
-    challenger's text model under the shadow name) on free ports."""
+def triton_repo(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_challenger_text_dir: Path) -> Path:
+    """The stack's Triton repository: the tiny model, and the tiny challenger's text model under the shadow name."""
     # A generous queue delay so that requests sent together are reliably batched together.
     options = RepoOptions(max_queue_delay_us=20_000)
     repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path_factory.mktemp("triton_repo"), options)
-    build_repo("cpu-embedded", tiny_challenger_text_dir, repo, options, name=Settings().shadow_triton_model)
-    with LocalStack(tmp_path_factory.mktemp("stack"), repo, redis_url=None) as endpoints:
+    return build_repo("cpu-embedded", tiny_challenger_text_dir, repo, options, name=Settings().shadow_triton_model)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, triton_repo: Path) -> Iterator[Endpoints]:
+    """The embedded stack (Tansu, its own Redis, tritonserver serving ``triton_repo``) on free ports."""
+    with LocalStack(tmp_path_factory.mktemp("stack"), triton_repo, redis_url=None) as endpoints:
         yield endpoints

@@ -19,10 +19,11 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from training.simulator import KS, SimPost, Simulator, World
+from training.simulator import KS, WAVES, SimPost, Simulator, World
 from training.textdata import Example
 from workers.cards import DecisionModelCard, Thresholds
-from workers.features import FEATURE_VERSION, FEATURES, Profile, assemble
+from workers.features import FEATURE_VERSION, FEATURES, MONOTONE, Profile, assemble
+from workers.metrics import TEXT_SCORE_KEY, score_histogram
 from workers.records import InMsg, Post
 from workers.signals import SIGNALS, MemorySignals
 from workers.signals import Plan as SignalPlan
@@ -52,10 +53,6 @@ PARAMS = {
     "num_threads": 2,
     "seed": 7,
 }
-# A higher text score never lowers the spam score: the trees may not learn the wiggles of the
-# text model's calibration (the old model split the text score at 0.0056, 0.0065 and 0.0073,
-# where ham texts score), so tiny score changes cannot flip a decision the wrong way.
-MONOTONE_INCREASING = frozenset({"text_spam_prob", "text_ngram_spam_prob"})
 DEGRADED_TEXT_SHARE = 0.05  # rows trained without a text score, as when Triton is down
 DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis is down
 
@@ -78,7 +75,8 @@ class DictStore:
 
 
 def to_posts(sim: Sequence[SimPost], world: World) -> tuple[list[Post], Labels]:
-    """Validated posts that reach the decision model (banned ones are short-circuited)."""
+    """Validated posts that reach the decision model (banned ones are short-circuited), and
+    their labels; ``sim[p.msg.offset]`` is a post's simulated original."""
     msgs = [InMsg("sim", 0, i, None, s.event.model_dump_json().encode(), 0.0) for i, s in enumerate(sim)]
     posts, failures = validate(msgs)
     assert not failures, failures[:1]
@@ -149,6 +147,11 @@ class Evaluation:
     decisions: dict[str, int]
 
 
+def _decisions(p: FloatArray, th: Thresholds) -> dict[str, int]:
+    """How many of a slice's posts each decision got (a wave's posts share one label)."""
+    return {d: int(sum(th.classify(float(x)) == d for x in p)) for d in ("allow", "review", "block")}
+
+
 def evaluate(y: Labels, p: FloatArray, th: Thresholds) -> Evaluation:
     block, allow = p >= th.block, p < th.allow
     review = ~block & ~allow
@@ -194,13 +197,24 @@ def fit(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, *, monotone: boo
     """LightGBM on the training rows, stopped early and thresholded on the validation rows."""
     dtrain = lgb.Dataset(xt, yt, feature_name=list(FEATURES), free_raw_data=False)
     dvalid = lgb.Dataset(xv, yv, reference=dtrain)
-    params = (
-        PARAMS | {"monotone_constraints": [int(f in MONOTONE_INCREASING) for f in FEATURES]} if monotone else PARAMS
-    )
+    # The known directions (workers/features.py): a higher text score never lowers the spam score
+    # (the trees may not learn the wiggles of the text model's calibration: an old model split the
+    # text score at 0.0056, 0.0065 and 0.0073, where ham texts score), and more accounts sharing a
+    # link never raises it.
+    params = PARAMS | {"monotone_constraints": list(MONOTONE)} if monotone else PARAMS
     booster = lgb.train(
         params, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
     )
     return Fitted(booster, choose_thresholds(yv, np.asarray(booster.predict(xv, num_iteration=booster.best_iteration))))
+
+
+def score_baseline(rows: FloatArray | None) -> dict[str, dict[str, int]]:
+    """The validation rows' text scores on the live histogram's edges: the drift alert's baseline
+    (workers/modelinfo.py). Rows without a text score (degraded) are not scores."""
+    if rows is None:
+        return {}
+    scores = rows[:, FEATURES.index("text_spam_prob")]
+    return {TEXT_SCORE_KEY: score_histogram(scores[~np.isnan(scores)].tolist())}
 
 
 def save(
@@ -212,6 +226,8 @@ def save(
     validation: Evaluation | None,
     test: Evaluation,
     simulator: dict[str, float] | None = None,
+    validation_rows: FloatArray | None = None,
+    waves: dict[str, dict[str, int]] | None = None,
 ) -> DecisionModelCard:
     """``model.txt`` and its card in ``out``; the version is the model file's hash."""
     booster = fitted.booster
@@ -227,10 +243,11 @@ def save(
         best_iteration=booster.best_iteration,
         text_model_version=text_version,
         rows=rows,
-        validation=None if validation is None else validation.__dict__,
+        validation=None if validation is None else {**validation.__dict__, **score_baseline(validation_rows)},
         test=test.__dict__,
         importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
         simulator=simulator,
+        waves=waves,
     )
     card.save(out)
     return card
@@ -267,11 +284,14 @@ def train_decision(
         ("valid", valid_ex, n_posts // 4),
         ("test", test_texts, n_posts // 4),
     ):
-        posts, y = to_posts(sim.posts(examples, n), sim.world)
+        simulated = sim.posts(examples, n)
+        posts, y = to_posts(simulated, sim.world)
         x = scored_rows(posts, sim.world, scorer, ngram)
         if not signals:
             x[:, [FEATURES.index(f) for f in SIGNALS]] = np.nan
         parts[name] = (x, y)
+        if name == "test":
+            test_waves = np.array([simulated[p.msg.offset].wave for p in posts])
 
     (xt, yt), (xv, yv), (xs, ys) = parts["train"], parts["valid"], parts["test"]
     fitted = fit(_degrade(xt, rng), yt, xv, yv, monotone=monotone)
@@ -283,7 +303,9 @@ def train_decision(
         text_version,
         {k: len(v[1]) for k, v in parts.items()},
         validation=evaluate(yv, fitted.predict(xv), th),
+        validation_rows=xv,
         test=evaluate(ys, ps, th),
+        waves={wave: _decisions(ps[test_waves == wave], th) for wave in WAVES},
         simulator={
             "seed": seed,
             "posts": n_posts,

@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas import Verdict
+from schemas import ReasonCode, Verdict
+from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
 from workers.features import FEATURE_VERSION, FEATURES
-from workers.stages.decide import DecisionModel, top_reasons
+from workers.stages.decide import DecisionModel, judge
+
+# Reasons about what the post's inputs were, not about the model: another model keeps them.
+INPUT_REASONS: frozenset[ReasonCode] = frozenset({"degraded", "text_truncated"})
 
 
 @dataclass
@@ -30,9 +34,14 @@ def has_row(v: Verdict) -> bool:
     return v.features is not None and v.features.contract == FEATURE_VERSION and len(v.features.values) == len(FEATURES)
 
 
-def redecide(recorded: Iterable[Verdict], model: DecisionModel, text_version: str | None = None) -> Redecided:
-    """Each verdict with a row of this contract, decided again by ``model``; its ``model_versions``
-    name ``model`` (and ``text_version`` when given)."""
+def redecide(
+    recorded: Iterable[Verdict],
+    model: DecisionModel,
+    text_version: str | None = None,
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
+) -> Redecided:
+    """Each verdict with a row of this contract, decided again by ``model`` as the worker decides
+    (``campaign_action`` included); its ``model_versions`` name ``model`` (and ``text_version`` when given)."""
     out, rows = Redecided(), []
     for v in recorded:
         if v.features is None:
@@ -48,10 +57,11 @@ def redecide(recorded: Iterable[Verdict], model: DecisionModel, text_version: st
     for i, v in enumerate(rows):
         prob = float(probs[i])
         versions = v.model_versions | {"decision": model.version} | ({"text": text_version} if text_version else {})
-        reasons = top_reasons(matrix[i], contribs[i]) + [r for r in v.reasons if r.code == "degraded"]
+        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        reasons += [r for r in v.reasons if r.code in INPUT_REASONS]
         again = v.model_copy(
             update={
-                "decision": model.thresholds.classify(prob),
+                "decision": decision,
                 "score": prob,
                 "reasons": reasons,
                 "stage_scores": v.stage_scores | {"decision": prob},

@@ -18,6 +18,11 @@ feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has
 * 8% of users, 15% of domains and 10% of IPs are unknown to the platform (missing).
 * A few spam domains, IPs and one CIDR range are banned; those posts never reach the
   models.
+* Waves, many accounts within minutes (:meth:`Simulator.posts`): campaigns, where fresh
+  accounts post templated copies of one text (a spam text, or in half of them a harmless
+  one as bait: coordination is what makes them spam) with a path of their own on one new
+  domain, all by one scripted journey; viral links, one new URL on an established domain
+  shared by many accounts in their own words; greetings, near-copies without a link.
 """
 
 from __future__ import annotations
@@ -46,6 +51,14 @@ CAMPAIGN_P = 0.6  # spam posted in bursts of near-copies by a few accounts
 THREAD_P = 0.1  # ham posted in bursts by one user (a conversation)
 BURST_GAP_S = 300.0  # mean time between the posts of a burst
 VIRAL_LINK_P = 0.15  # ham links to a few URLs that many users share
+# Waves (per draw of a text of their label; a wave stands for its size in draws): about 15%
+# of spam posts are campaign waves, 7% of ham posts viral links and 4% greeting waves.
+CAMPAIGN_WAVE_P = 0.005
+VIRAL_WAVE_P = 0.002
+GREETING_WAVE_P = 0.001
+WAVE_SIZE = (20, 60)
+WAVE_GAP_S = 30.0  # mean time between a wave's posts
+WAVES = ("campaign", "viral", "greeting")
 HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
 
 
@@ -62,6 +75,7 @@ class World:
 class SimPost:
     event: PostEvent
     label: int  # 1 spam, 0 ham
+    wave: str = ""  # one of WAVES, or "" for a post of no wave
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float) -> float:
@@ -92,7 +106,7 @@ class Simulator:
         if self.rng.random() < known_p:
             self.world.hashes[key] = {k: f"{v:.12g}" for k, v in fields.items()}
 
-    def _user(self, kind: str) -> str:
+    def _user(self, kind: str, known_p: float = 0.92) -> str:
         r, uid = self.rng, self._id("u")
         age = {
             "normal": _lognormal(r, 600, 1.1),
@@ -123,7 +137,7 @@ class Simulator:
                 "reports": r.poisson({"normal": 0.5, "new": 0.4, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind]),
                 "email_disposable": float(r.random() < {"new": 0.12, "bot": 0.3, "sleeper": 0.1}.get(kind, 0.04)),
             },
-            known_p=0.92,
+            known_p=known_p,
         )
         return uid
 
@@ -245,6 +259,50 @@ class Simulator:
             t += float(r.exponential(BURST_GAP_S))
         return out
 
+    def _wave(self, kind: str, example: Example, ham: Sequence[Example], start: float) -> list[SimPost]:
+        """A wave of ``kind`` (see WAVES) around ``example``, from many accounts within minutes."""
+        r = self.rng
+        size = int(r.integers(*WAVE_SIZE, endpoint=True))
+        times = np.minimum(start + np.cumsum(r.exponential(WAVE_GAP_S, size)), self.now)
+        if kind == "campaign":
+            # Fresh accounts (many unknown to the platform), one new domain, one script.
+            template = example.text if r.random() < 0.5 else ham[r.integers(len(ham))].text
+            words = template.split()[:40]
+            variants = [" ".join(words[: len(words) - int(r.integers(0, 3))]) for _ in range(r.integers(1, 17))]
+            users = [("bot", self._user("bot", known_p=0.5)) for _ in range(size)]
+            domain = self._domain(spam=True, i=self.seq)
+            journey = self._journey("bot")
+            out = []
+            for t, user in zip(times, users, strict=True):
+                text = f"{variants[r.integers(len(variants))]} https://{domain}/{self._id('c')}"
+                sim = self.post(Example(example.id, text, 1), float(t), user, [])
+                out.append(SimPost(sim.event.model_copy(update={"journey": journey}), 1, kind))
+            return out
+        if kind == "viral":  # one new URL on an established domain, each sharer in their own words
+            url = self._url(str(r.choice(self.ham_domains)), spam=False)
+            return [
+                SimPost(self.post(ham[r.integers(len(ham))], float(t), self._sharer(), [url]).event, 0, kind)
+                for t in times
+            ]
+        return [  # greetings: near-copies of one text, no link
+            SimPost(
+                self.post(
+                    Example(example.id, f"{example.text[:80]} {'!' * int(r.integers(0, 3))}", 0),
+                    float(t),
+                    self._sharer(),
+                    [],
+                ).event,
+                0,
+                kind,
+            )
+            for t in times
+        ]
+
+    def _sharer(self) -> tuple[str, str]:
+        """Anyone, often an account so new that the platform knows nothing of it yet."""
+        kind = str(self.rng.choice(["normal", "new"], p=[0.6, 0.4]))
+        return kind, self._user(kind, known_p=0.5) if kind == "new" else str(self.rng.choice(self.users[kind]))
+
     def posts(self, examples: Sequence[Example], n: int, span_s: float = 2 * DAY) -> list[SimPost]:
         """``n`` posts drawn from ``examples`` (with replacement, each text in new contexts) over the
         ``span_s`` seconds before ``now``, in time order.
@@ -254,6 +312,7 @@ class Simulator:
         volume alone does not give spam away.
         """
         r, out = self.rng, list[SimPost]()
+        ham = [e for e in examples if e.label == 0] or list(examples)
         owed = {0: 0, 1: 0}  # draws a burst already stood for: skipped, so bursts keep the label mix
         for i in r.integers(0, len(examples), size=n):
             if len(out) >= n:  # bursts can fill the quota before the draws run out
@@ -263,7 +322,17 @@ class Simulator:
                 owed[ex.label] -= 1
                 continue
             size = min(n - len(out), 2 + int(r.poisson(4)))
-            if ex.label == 1 and r.random() < CAMPAIGN_P:
+            wave = r.random()
+            kind = (
+                ("campaign" if wave < CAMPAIGN_WAVE_P else "")
+                if ex.label
+                else ("viral" if wave < VIRAL_WAVE_P else "greeting" if wave < VIRAL_WAVE_P + GREETING_WAVE_P else "")
+            )
+            if kind:
+                posts = self._wave(kind, ex, ham, start)[: n - len(out)]
+                out += posts
+                owed[ex.label] += len(posts) - 1
+            elif ex.label == 1 and r.random() < CAMPAIGN_P:
                 kind = str(r.choice(KINDS, p=SPAM_KIND_P))
                 accounts = [(kind, str(u)) for u in r.choice(self.users[kind], size=2 + int(r.poisson(3)))]
                 out += self._burst(ex, size, start, accounts)

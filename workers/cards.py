@@ -118,3 +118,5 @@ class DecisionModelCard(_Card):
     test: dict[str, Number | dict[str, int]] | None = None
     importance_gain: dict[str, float] | None = None
     simulator: dict[str, Number] | None = None
+    # The test slices of the simulator's waves (campaign spam, viral and greeting ham): decision counts.
+    waves: dict[str, dict[str, int]] | None = None

@@ -49,6 +49,10 @@ class TextModel(Protocol):
         """``[batch, 2]`` logits; raises on timeout or server error."""
         ...
 
+    async def close(self) -> None:
+        """Release the connection: a text model switched from is closed once no batch uses it."""
+        ...
+
 
 class Source(Protocol):
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]: ...

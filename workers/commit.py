@@ -5,18 +5,27 @@ its dead letter) has a successful delivery report. Per partition that is the off
 the longest fully-delivered prefix of the batch; anything after a failed delivery is left
 for redelivery. At-least-once stores those offsets for librdkafka to commit; exactly-once
 commits them in the transaction that holds the batch's outputs.
+
+No commit error ends the worker (:func:`recovery`): a broker restart loses assignments, moves
+the group coordinator, forgets members and fences producers, and each of those is survived by
+leaving the offsets uncommitted and handling their records again.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from enum import Enum
+from typing import Protocol, runtime_checkable
 
 from workers import isolation
 from workers.clients import Source
 from workers.delivery import DeliveryFailed
+from workers.isolation import describe
 from workers.records import InMsg
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -44,6 +53,62 @@ def settle(msgs: Sequence[InMsg], undelivered: Collection[int]) -> Settlement:
     return Settlement(store, [msgs[i] for i in sorted(undelivered)])
 
 
+@runtime_checkable
+class ClientError(Protocol):
+    """What the policy reads of a Kafka client's error (confluent-kafka's ``KafkaError``)."""
+
+    def name(self) -> str: ...
+
+    def fatal(self) -> bool: ...
+
+    def retriable(self) -> bool: ...
+
+    def txn_requires_abort(self) -> bool: ...
+
+
+# librdkafka's answer to a commit with nothing stored since the last one.
+NOTHING_STORED = "_NO_OFFSET"
+
+
+class Recovery(Enum):
+    """What follows a failed commit; never the end of the worker."""
+
+    NOTHING = "nothing to commit"
+    # At-least-once: the offsets stay uncommitted and their records come again (to this worker
+    # when the assignment survives, to the partitions' new owner when it was lost).
+    REDELIVER = "redeliver"
+    RETRY = "retry the commit"  # the transaction is intact: the same call may succeed
+    ABORT = "abort and rewind"  # the transaction cannot commit: abort it, poll again from the committed offsets
+    # The producer is fenced or failed for good: a new one (its init aborts what the old one left
+    # open), then rewind.
+    REOPEN = "new producer and rewind"
+
+
+def client_error(exc: BaseException) -> ClientError | None:
+    """The Kafka client's error inside ``exc`` (a ``KafkaException`` carries it first), if any."""
+    return next((a for a in exc.args[:1] if isinstance(a, ClientError)), None)
+
+
+def recovery(exc: BaseException, *, transactional: bool) -> Recovery:
+    """How a worker goes on after a commit raised ``exc``."""
+    err = client_error(exc)
+    if err is not None and err.name() == NOTHING_STORED:
+        return Recovery.NOTHING
+    if not transactional:
+        return Recovery.REDELIVER
+    if err is None:
+        return Recovery.ABORT
+    if err.fatal():
+        return Recovery.REOPEN
+    if err.retriable() and not err.txn_requires_abort():
+        return Recovery.RETRY
+    return Recovery.ABORT
+
+
+# A retriable transaction commit is tried this many times in all before it is aborted.
+COMMIT_ATTEMPTS = 3
+
+
 class Transactions(Protocol):
     """The output producer's transactions, tied to the input consumer's group (exactly-once).
     (Here rather than in workers/clients.py, which the decision model's training imports.)"""
@@ -61,6 +126,10 @@ class Transactions(Protocol):
 
     def rewind(self) -> None:
         """Move the consumer back to its committed offsets on every assigned partition."""
+        ...
+
+    def reopen(self) -> None:
+        """Replace a fenced or failed producer with a new one; what the old one left open is aborted."""
         ...
 
 
@@ -141,12 +210,33 @@ class ExactlyOnce:
         try:
             if not settlement.complete:
                 raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
-            self.transactions.commit(settlement.store)
+            self._commit(settlement.store)
         except Exception as exc:
-            self.transactions.abort()
-            raise Rewound(f"transaction aborted: {exc}") from exc
+            self._abort(exc)
+            raise Rewound(f"transaction aborted: {describe(exc)}") from exc
         finally:
             self.open = False
+
+    def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                self.transactions.commit(offsets)
+                return
+            except Exception as exc:
+                if attempt == COMMIT_ATTEMPTS or recovery(exc, transactional=True) is not Recovery.RETRY:
+                    raise
+                log.warning("transaction commit failed (%s), trying again", describe(exc))
+
+    def _abort(self, exc: Exception) -> None:
+        """Abort the transaction ``exc`` ended; a producer that cannot abort is replaced."""
+        if recovery(exc, transactional=True) is not Recovery.REOPEN:
+            try:
+                self.transactions.abort()
+                return
+            except Exception as abort_exc:
+                exc = abort_exc
+        log.error("the producer is fenced or failed (%s): replacing it", describe(exc))
+        self.transactions.reopen()
 
 
 def batch_commit(source: Source, transactions: Transactions | None, after: Awaitable[None] | None) -> BatchCommit:

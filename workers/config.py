@@ -20,8 +20,16 @@ from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from schemas.events import TEXT_JUDGED_CHARS
+from workers.logs import LIBRDKAFKA, LogFormat
+
 # Duration settings that used to be given in milliseconds, as MODSTREAM_<NAME>_MS.
 FORMERLY_MS = ("session_timeout_s", "fetch_wait_max_s", "batch_max_wait_s", "redis_timeout_s", "triton_timeout_s")
+
+
+# What a verdict the campaign signals decided becomes (workers/stages/decide.py).
+CampaignAction = Literal["review", "block"]
+DEFAULT_CAMPAIGN_ACTION: CampaignAction = "block"
 
 
 def cache_root() -> Path:
@@ -74,6 +82,14 @@ class Settings(BaseSettings):
     fetch_wait_backoff_max_s: Annotated[float, Field(ge=0.001, le=30)] = 2.0
     fetch_stall_s: Annotated[float, Field(gt=0)] = 1.0
 
+    # How often every client refreshes topic metadata (librdkafka's default is 5 minutes): a worker
+    # started before its input topic exists, or after the broker moved, finds it within this.
+    kafka_metadata_refresh_s: Annotated[float, Field(ge=1, le=3600)] = 5.0
+    # cooperative-sticky: a rebalance moves only the partitions that change owner, the others keep
+    # flowing (Apache Kafka 2.4+; Tansu accepts it). range (eager) stops the whole group per rebalance.
+    # Every member of a group must name the same protocol: switching is a full stop and start.
+    kafka_assignment_strategy: Literal["cooperative-sticky", "range", "roundrobin"] = "cooperative-sticky"
+
     # How often librdkafka reports statistics (consumer lag per partition, group state) to the
     # metrics exporter; 0 turns them off. Lag for a scaler comes from the broker (KEDA), not this.
     kafka_stats_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
@@ -95,6 +111,9 @@ class Settings(BaseSettings):
     # After an error no step caught fails a batch, each record is retried alone this many
     # times; one that still fails is dead-lettered, so it cannot stall its partition.
     max_record_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    # A post's text is judged on its first this many characters; a longer one is cut, not
+    # dead-lettered, and its verdict carries the reason "text_truncated".
+    max_text_chars: Annotated[int, Field(ge=1, le=1_000_000)] = TEXT_JUDGED_CHARS
 
     # Redis
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
@@ -113,6 +132,9 @@ class Settings(BaseSettings):
     # Triton
     triton_url: str = "127.0.0.1:8001"
     triton_model: str = "spam_text"
+    # The model repository Triton serves from (explicit model control): `modstream models promote` writes a
+    # bundle's other text model into <triton_repo>/<triton_model>/<n>/ and loads it there before switching.
+    triton_repo: Path | None = None
     # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
     triton_timeout_s: Annotated[float, Field(ge=0.001)] = 5.0
     # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one
@@ -137,7 +159,16 @@ class Settings(BaseSettings):
     # (`modstream build-repo --shadow-model`); the champion's is triton_model.
     shadow_triton_model: str = "spam_text_shadow"
 
-    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter
+    # A post the campaign signals took out of "allow" (a coordinated wave: near-copies, one
+    # journey from many accounts to one domain) is blocked, or held for review by a person.
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION
+
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9400  # 0 disables the exporter and the probes
+    # /livez on the metrics port fails once the event loop has not run its 1 s heartbeat for this
+    # long: longer than any CPU step of a batch, so only a stuck loop trips it.
+    liveness_stale_s: Annotated[float, Field(gt=1)] = 30.0
+    # text for a terminal; json: one JSON object per line, librdkafka's lines included.
+    log_format: LogFormat = "text"
 
     @classmethod
     def settings_customise_sources(
@@ -154,7 +185,13 @@ class Settings(BaseSettings):
 
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka settings shared by every client: the one place dotted keys are mapped."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_extra}
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.kafka_bootstrap,
+            # librdkafka's own log lines through Python logging (served by the clients' poll), not raw to stderr.
+            "logger": LIBRDKAFKA,
+            "topic.metadata.refresh.interval.ms": _ms(self.kafka_metadata_refresh_s),
+            **self.kafka_extra,
+        }
         if self.kafka_sasl_password is not None:
             conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
         return conf
@@ -165,6 +202,7 @@ class Settings(BaseSettings):
         return {
             **self.kafka_common(),
             "group.id": group_id or self.group_id,
+            "partition.assignment.strategy": self.kafka_assignment_strategy,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": _ms(self.session_timeout_s),
             # librdkafka's default (3 s) must stay under the session: a third of it, as Kafka advises.

@@ -47,7 +47,34 @@ FEATURES: tuple[str, ...] = (
     "journey_min_gap_ms",
     "journey_direct_api",
 )
-FEATURE_VERSION = hashlib.sha256(",".join(FEATURES).encode()).hexdigest()[:12]
+# The directions that are known, which the decision model is trained under (LightGBM's
+# monotone_constraints) and which the worker checks a model for: +1, a higher value never lowers
+# the spam score; -1, never raises it. Text scores, reports and moderators' spam labels are
+# evidence; a reputable, established domain and more distinct accounts sharing a link are not
+# (news breaks that way: sharing alone must never block anyone). A wave's coordination (many
+# accounts repeating a text or a journey on one domain) is.
+DIRECTIONS: dict[str, int] = {
+    "text_spam_prob": 1,
+    "text_ngram_spam_prob": 1,
+    "user_spam_posts": 1,
+    "user_reports": 1,
+    "url_reports": 1,
+    "domain_reports": 1,
+    "ip_spam_posts": 1,
+    "domain_reputation": -1,
+    "url_users_24h": -1,
+    "domain_users_24h": -1,
+    "domain_users_10m": -1,
+    "domain_users_1h": -1,
+    "domain_days_30d": -1,
+    "campaign_domain_copies_1h": 1,
+    "campaign_journey_users_1h": 1,
+}
+MONOTONE: tuple[int, ...] = tuple(DIRECTIONS.get(f, 0) for f in FEATURES)  # in FEATURES order
+# The campaign signals: a verdict they decided gets the platform's campaign action.
+CAMPAIGN = frozenset(f for f in FEATURES if f.startswith("campaign_"))
+# The version covers the directions: a model trained without them cannot be served.
+FEATURE_VERSION = hashlib.sha256((",".join(FEATURES) + ";" + ",".join(map(str, MONOTONE))).encode()).hexdigest()[:12]
 INDEX = {name: i for i, name in enumerate(FEATURES)}
 
 # Cheap, abuse-heavy TLDs. A prior, not a verdict: the model learns how much it matters.

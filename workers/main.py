@@ -17,12 +17,13 @@ from workers.config import Settings
 from workers.fetchwait import FetchWait
 from workers.isolation import describe
 from workers.keyspace import Keyspace
-from workers.lag import READY
 from workers.lifecycle import run_until_signalled
+from workers.modelinfo import show_models
 from workers.moderation import ModerationWorker
 from workers.ngram import NgramModel
+from workers.probes import mark_ready
 from workers.ramp import BatchRamp
-from workers.reload import DecisionReloader
+from workers.reload import BundleReloader
 from workers.shadow import Shadow, ShadowText
 from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
@@ -80,14 +81,30 @@ def text_scorer(settings: Settings, encoder: TextEncoder, model: TextModel) -> T
     )
 
 
+async def connect_text(settings: Settings, text: LocalText) -> TextScorer:
+    """A scorer of ``text``'s model as the champion's Triton model serves it; raises when it does not (yet)."""
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, text.version)
+    try:
+        await model.connect()
+    except BaseException:
+        await model.close()
+        raise
+    return text_scorer(settings, text.encoder, model)
+
+
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s)
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
     # The challenger's own text model, served by the same Triton under a second name.
     shadow_model = (
-        TritonTextModel(settings.triton_url, settings.shadow_triton_model, settings.triton_timeout_s)
+        TritonTextModel(
+            settings.triton_url,
+            settings.shadow_triton_model,
+            settings.triton_timeout_s,
+            loaded.challenger_text.version,
+        )
         if loaded.challenger_text
         else None
     )
@@ -114,12 +131,19 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         conf = settings.consumer_conf(transactional=settings.exactly_once)
         ramp = BatchRamp(min(settings.batch_start_size, settings.batch_max_size), settings.batch_max_size)
         source = KafkaSource(conf, [settings.input_topic], fetch_wait, on_assign=ramp.reset)
-        transactions = (
-            KafkaTransactions(sink.producer, source, settings.publish_timeout_s) if settings.exactly_once else None
+        transactions = KafkaTransactions(sink, source, settings.publish_timeout_s) if settings.exactly_once else None
+        reloader = BundleReloader(
+            settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
         )
-        reloader = DecisionReloader(settings.model_dir, loaded.text_version, settings.model_reload_s)
         shadow = (
-            Shadow(loaded.challenger, shadow_sink, settings.shadow_topic, settings.publish_timeout_s, shadow_text)
+            Shadow(
+                loaded.challenger,
+                shadow_sink,
+                settings.shadow_topic,
+                settings.publish_timeout_s,
+                shadow_text,
+                settings.campaign_action,
+            )
             if loaded.challenger and shadow_sink
             else None
         )
@@ -136,6 +160,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             transactions,
             loaded.ngram,
             ramp,
+            lambda text: connect_text(settings, text),
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s%s",
@@ -148,10 +173,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
         gc.freeze()
-        READY.set(1)
+        show_models(settings.model_dir.resolve(), loaded.text_version, loaded.decision.version)
+        mark_ready(True)
         await worker.run(stop)
     finally:
-        READY.set(0)
+        mark_ready(False)
         sink.flush(settings.publish_timeout_s)
         if shadow_sink is not None:
             shadow_sink.flush(settings.publish_timeout_s)
@@ -164,4 +190,4 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
 def main(settings: Settings | None = None) -> None:
     """Entry point for ``modstream worker``; raises :class:`Misconfigured` for what retrying cannot fix."""
     settings = settings or Settings()
-    run_until_signalled(lambda stop: run_moderation(settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_moderation(settings, stop), settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from workers.clients import HashStore, Sink, Source
@@ -15,16 +15,17 @@ from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
-from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, timed
+from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, observe_text_scores, timed
 from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
-from workers.reload import DecisionReloader
+from workers.reload import BundleReloader, Promoted
 from workers.shadow import Batch, Shadow
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
 from workers.stages.score import TextScorer
 from workers.stages.short_circuit import BanListCache
+from workers.textmodel import LocalText
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +44,28 @@ class ModerationWorker:
     scorer: TextScorer
     decision: DecisionModel
     bans: BanListCache
-    reloader: DecisionReloader | None = None  # picks up a promoted decision model between batches
+    reloader: BundleReloader | None = None  # picks up a promoted bundle between batches
     shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
     transactions: Transactions | None = None  # exactly-once: outputs and offsets commit together
     ngram: NgramModel | None = None  # None: a text model without ngram.npz; the feature stays NaN
     # Batch sizes, reset small when partitions are assigned (workers/ramp.py); None: always full size.
     ramp: BatchRamp | None = None
+    # A scorer of another text model, connected (raises when Triton does not serve it): how a promoted
+    # bundle's text model is switched to. None: this worker serves one text model.
+    connect_text: Callable[[LocalText], Awaitable[TextScorer]] | None = None
 
     def __post_init__(self) -> None:
         full = self.settings.batch_max_size
         self._ramp = self.ramp or BatchRamp(full, full)
+        self._closing: set[asyncio.Task[None]] = set()  # old text models' clients, closed when unused
 
     @property
     def dlq(self) -> DeadLetters:
         s = self.settings
         return DeadLetters(s.dlq_topic, s.group_id, s.dead_letter_max_bytes)
 
-    def versions(self, decision: DecisionModel) -> dict[str, str]:
-        return {"text": self.scorer.model.version, "decision": decision.version, "features": FEATURE_VERSION}
+    def versions(self, decision: DecisionModel, scorer: TextScorer) -> dict[str, str]:
+        return {"text": scorer.model.version, "decision": decision.version, "features": FEATURE_VERSION}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll and handle batches, up to ``max_batches_in_flight`` at once, until ``stop``.
@@ -74,9 +79,10 @@ class ModerationWorker:
         try:
             while not stop.is_set():
                 if self.reloader is not None and self.reloader.due():
-                    # Between batches: one in flight keeps the model it started with.
+                    # Between batches: one in flight keeps the models it started with.
                     promoted = await asyncio.to_thread(self.reloader.check)
-                    self.decision = promoted or self.decision
+                    if promoted is not None:
+                        await self._switch(self.reloader, promoted, list(in_flight))
                 msgs = await asyncio.to_thread(self.source.poll_batch, self._ramp.size, s.batch_max_wait_s)
                 self._ramp.polled(len(msgs))
                 if msgs:
@@ -95,9 +101,27 @@ class ModerationWorker:
             await asyncio.gather(*in_flight, return_exceptions=True)
             if self.shadow is not None:
                 await self.shadow.drain()
+            await asyncio.gather(*self._closing, return_exceptions=True)
             # On every exit, a failed batch or cancellation included: commit what is stored
             # and leave the group now rather than after a session timeout.
             self.source.close()
+
+    async def _switch(self, reloader: BundleReloader, promoted: Promoted, in_flight: list[asyncio.Task[None]]) -> None:
+        """Serve ``promoted`` from the next batch on; the old text model's client is closed once the
+        batches in flight, which keep it, are done."""
+        if promoted.text is not None:
+            if self.connect_text is None:
+                reloader.not_served(promoted, RuntimeError("this worker cannot switch text models"))
+                return
+            try:
+                scorer = await self.connect_text(promoted.text)
+            except Exception as exc:
+                reloader.not_served(promoted, exc)
+                return
+            old, self.scorer, self.ngram = self.scorer, scorer, promoted.text.ngram
+            self._closing.add(asyncio.create_task(_close_after(old, in_flight)))
+        self.decision = promoted.decision
+        reloader.switched(promoted)
 
     async def _rewind(self, in_flight: deque[asyncio.Task[None]], exc: Rewound) -> None:
         """Exactly-once: a transaction aborted. Drop the batches polled after it (they cannot
@@ -123,10 +147,11 @@ class ModerationWorker:
         await commit.settle(settlement)
 
     async def _process(self, msgs: Sequence[InMsg], commit: BatchCommit) -> Settlement:
-        model = self.decision  # the whole batch is decided, and named, by one model
-        versions = self.versions(model)
+        # The whole batch is scored, decided and named by one set of models, whatever is promoted meanwhile.
+        model, scorer, ngram = self.decision, self.scorer, self.ngram
+        versions = self.versions(model, scorer)
         with timed(validate.STAGE):
-            posts, failures = validate.validate(msgs)
+            posts, failures = validate.validate(msgs, self.settings.max_text_chars)
         with timed(short_circuit.STAGE):
             blocked, rest, unchecked = short_circuit.short_circuit(posts, await self.bans.current(), versions)
         # A challenger with its own text model: its scores are requested now, beside the champion's,
@@ -134,18 +159,20 @@ class ModerationWorker:
         own = self.shadow.score(rest) if self.shadow is not None else None
         try:
             (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
-                self._enrich(rest), self._score(rest), self._ngram(rest)
+                self._enrich(rest), self._score(rest, scorer), self._ngram(rest, ngram)
             )
             with timed(decide.STAGE):
                 unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-                decided, undecided = decide.decide(rest, profiles, probs, model, versions, unavailable, ngram_probs)
+                decided, undecided = decide.decide(
+                    rest, profiles, probs, model, versions, unavailable, ngram_probs, self.settings.campaign_action
+                )
             settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
         except BaseException:
             if own is not None:
                 own.cancel()  # the batch is retried or given up: nothing for the challenger to decide
             raise
         if self.shadow is not None:  # after the champion's verdicts are out
-            versions = self.versions(self.shadow.model)
+            versions = self.versions(self.shadow.model, scorer)
             batch = Batch(rest, profiles, decided, versions, unavailable)
             self.shadow.run(batch, probs, ngram_probs, own)
         return settlement
@@ -201,18 +228,25 @@ class ModerationWorker:
             DEGRADED.labels("redis").inc(len(posts))
             return [Profile() for _ in posts], True
 
-    async def _ngram(self, posts: list[Post]) -> list[float | None]:
+    async def _ngram(self, posts: list[Post], ngram: NgramModel | None) -> list[float | None]:
         """The n-gram model's scores: local, so they need no server and never degrade."""
-        if self.ngram is None:  # no stage to time
+        if ngram is None:  # no stage to time
             return [None] * len(posts)
         with timed(NGRAM_STAGE):
-            return await ngram_probs(self.ngram, [p.text for p in posts])
+            return await ngram_probs(ngram, [p.text for p in posts])
 
-    async def _score(self, posts: list[Post]) -> tuple[list[float | None], bool]:
+    async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:
         try:
             with timed(score.STAGE):
-                return list(await self.scorer.score([p.text for p in posts])), False
+                probs: list[float | None] = list(await scorer.score([p.text for p in posts]))
+            observe_text_scores(scorer.model.version, probs)
+            return probs, False
         except Exception as exc:
             log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("text_model").inc(len(posts))
             return [None] * len(posts), True
+
+
+async def _close_after(scorer: TextScorer, in_flight: list[asyncio.Task[None]]) -> None:
+    await asyncio.gather(*in_flight, return_exceptions=True)  # their errors are the run loop's to raise
+    await scorer.model.close()

@@ -33,6 +33,8 @@ class Post:
     event: PostEvent
     links: tuple[Link, ...]
     text: str  # what the content model scores: post + link/media text
+    # The text's length as sent, when it was longer than the worker judges and ``event`` holds its head.
+    cut_from_chars: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,9 @@ def verdict_for(
     degraded: bool,
     features: FeatureRow | None = None,
 ) -> Outcome:
+    if post.cut_from_chars is not None:
+        cut = f"judged on the first {len(post.event.text)} of {post.cut_from_chars} characters"
+        reasons = [*reasons, Reason.of("text_truncated", cut)]
     verdict = Verdict(
         post_id=post.event.post_id,
         user_id=post.event.user_id,

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from workers.clients import Sink
+from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
 from workers.delivery import Output, deliver
 from workers.features import Profile
 from workers.isolation import describe
@@ -109,6 +110,7 @@ class Shadow:
     topic: str
     timeout_s: float
     text: ShadowText | None = None  # None: the served text model, whose scores it reads
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION  # as the champion's (settings)
     _last: asyncio.Task[None] | None = field(default=None, init=False)
     _pending: int = field(default=0, init=False)
 
@@ -151,7 +153,9 @@ class Shadow:
         posts, profiles, champion = batch.posts, batch.profiles, batch.champion
         versions, unavailable = batch.versions, batch.unavailable
         try:
-            outcomes, failures = decide(posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs)
+            outcomes, failures = decide(
+                posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs, self.campaign_action
+            )
         except Exception as exc:
             SHADOW_FAILURES.labels("decide").inc(len(posts))
             log.warning("the challenger failed a batch of %d: %r", len(posts), exc)

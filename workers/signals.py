@@ -17,6 +17,11 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   expires two windows after it was created, so memory follows the traffic of two windows.
 * First sightings keep the earliest ``created_at`` of a URL (a domain) over the current
   and the previous 2-day (30-day) bucket; a post sees the earlier of that and its own time.
+* Campaign signals compare texts with their links reduced to the registrable domain
+  (:func:`workers.urls.reduce_links`), so a unique path per copy does not hide a copy; per
+  domain the stream counts the distinct users of short windows, the distinct text
+  fingerprints (a campaign's users repeat a few texts, sharers write their own), the users
+  who came by the same UI journey (step names and bucketed gaps) and the days it was seen on.
 * What a post saw is kept under its id for the redelivery window (its snapshot): a
   redelivered post gets exactly the values of its first delivery and counts nothing
   again, even when other posts arrived in between. This is what makes counting idempotent.
@@ -25,7 +30,9 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,9 +42,12 @@ import numpy.typing as npt
 
 from workers.keyspace import Keyspace
 from workers.records import Post
+from workers.urls import reduce_links
 
+MINUTES = 600  # the short window a wave shows in first
 HOUR = 3600
 DAY = 24 * HOUR
+ESTABLISHED_WINDOW = 30 * DAY  # domain_days_30d: on how many days of it a domain was posted
 USERS_CAP = 32
 URL_FIRST_SEEN_WINDOW = 2 * DAY
 DOMAIN_FIRST_SEEN_WINDOW = 30 * DAY
@@ -53,6 +63,9 @@ _MIX = 1_000_003  # combines two 32-bit word hashes into a bigram hash: < 2**63
 # A campaign's near-copies share their opening; hashing an e-mail-length text in full costs ~1 ms.
 MAX_WORDS = 128
 _BAND = "band"  # the per-band counts behind campaign_neardup_users_24h
+_TEXTS = "domain_texts_1h"  # distinct text fingerprints per domain, behind campaign_domain_copies_1h
+# A text's fingerprint ignores what templating varies: digits, punctuation, case, spacing.
+_TEMPLATED = re.compile(r"[\W\d_]+")
 _rng = np.random.default_rng(20261123)  # fixed: every worker and the simulator agree on bands
 _A = _rng.integers(1, _PRIME, size=BANDS * ROWS, dtype=np.int64)
 _B = _rng.integers(0, _PRIME, size=BANDS * ROWS, dtype=np.int64)
@@ -116,6 +129,20 @@ def text_hash(text: str) -> str:
     return f"{zlib.crc32(normalised(text).encode()):08x}"
 
 
+def fingerprint(text: str) -> str:
+    """A templated text's fingerprint (``TOKEN_HEX`` hex): copies that differ only in numbers,
+    punctuation or spacing share it; texts in their own words do not."""
+    return f"{zlib.crc32(_TEMPLATED.sub(' ', text.lower()).strip().encode()):08x}"
+
+
+def journey_fingerprint(post: Post) -> str:
+    """The UI journey as step names and gaps in ~9% buckets: a script replays it to the bucket,
+    people do not. No steps (a direct API post) is a fingerprint too."""
+    steps = sorted(post.event.journey, key=lambda s: s.offset_ms)
+    gaps = (b.offset_ms - a.offset_ms for a, b in itertools.pairwise(steps))
+    return ",".join(s.name for s in steps) + "/" + ",".join(str(round(8 * math.log2(1 + g))) for g in gaps)
+
+
 def band_hashes(texts: Sequence[str]) -> list[tuple[str, ...]]:
     """Per text, its ``BANDS`` MinHash band hashes over word bigrams (unigrams for one word) of its
     first ``MAX_WORDS`` words."""
@@ -136,8 +163,16 @@ def band_hashes(texts: Sequence[str]) -> list[tuple[str, ...]]:
     return [tuple(f"{zlib.crc32(row[b * ROWS : (b + 1) * ROWS].tobytes()):08x}" for b in range(BANDS)) for row in mins]
 
 
-def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) -> Plan:
-    """The signals of one post. ``bands`` comes from :func:`band_hashes` (batched: it is numpy)."""
+def plans(posts: Sequence[Post], ks: Keyspace, snapshot_ttl_s: int) -> list[Plan]:
+    """The signals of a batch, its texts compared with their links reduced to domains."""
+    texts = [reduce_links(p.text) for p in posts]
+    bands = band_hashes(texts) if posts else []
+    return [plan(p, t, b, ks, snapshot_ttl_s) for p, t, b in zip(posts, texts, bands, strict=True)]
+
+
+def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) -> Plan:
+    """The signals of one post: ``text`` is its text with links reduced (:func:`plans`), ``bands``
+    that text's :func:`band_hashes` (batched: it is numpy)."""
     e, link = post.event, post.links[0] if post.links else None
     t, user = int(e.created_at.timestamp()), token(e.user_id, TOKEN_HEX)
 
@@ -149,12 +184,13 @@ def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) 
         key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
         return FirstSeen(feature, key, previous, token(entity), t, 2 * window)
 
+    # A post without an IP (not every platform knows it) has no IP signals: they stay missing.
+    ip = [] if e.ip is None else [count("ip_posts_24h", "ip", e.ip, DAY), count("ip_users_24h", "iu", e.ip, DAY, user)]
     counts = [
         count("user_posts_1h", "up", e.user_id, HOUR),
         count("user_posts_24h", "up", e.user_id, DAY),
-        count("ip_posts_24h", "ip", e.ip, DAY),
-        count("ip_users_24h", "iu", e.ip, DAY, user),
-        count("campaign_users_24h", "tu", normalised(post.text), DAY, user),
+        *ip,
+        count("campaign_users_24h", "tu", normalised(text), DAY, user),
         *(count(f"{_BAND}{i}", f"nu{i}", h, DAY, user) for i, h in enumerate(bands)),
     ]
     firsts: list[FirstSeen] = []
@@ -164,6 +200,11 @@ def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) 
             count("url_users_24h", "lu", link.url, DAY, user),
             count("domain_posts_24h", "dp", link.domain, DAY),
             count("domain_users_24h", "du", link.domain, DAY, user),
+            count("domain_users_10m", "du", link.domain, MINUTES, user),
+            count("domain_users_1h", "du", link.domain, HOUR, user),
+            count(_TEXTS, "dt", link.domain, HOUR, fingerprint(text)),
+            count("campaign_journey_users_1h", "dj", f"{link.domain} {journey_fingerprint(post)}", HOUR, user),
+            count("domain_days_30d", "dd", link.domain, ESTABLISHED_WINDOW, f"{_bucket(t, DAY):0{TOKEN_HEX}x}"),
         ]
         firsts = [
             first("url_first_seen", "lf", link.url, URL_FIRST_SEEN_WINDOW),
@@ -173,7 +214,8 @@ def plan(post: Post, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) 
     return Plan(snapshot, e.post_id, 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)
 
 
-# The signal features, in contract order; a post without a link has no URL or domain signals.
+# The signal features, in contract order; a post without a link has no URL or domain signals,
+# one without an IP no IP signals.
 SIGNALS: tuple[str, ...] = (
     "user_posts_1h",
     "user_posts_24h",
@@ -187,6 +229,13 @@ SIGNALS: tuple[str, ...] = (
     "domain_users_24h",
     "url_first_seen_hours",
     "domain_first_seen_hours",
+    # Waves on a domain: many users in minutes, few texts among them, one journey among them;
+    # an established domain was posted on many days.
+    "domain_users_10m",
+    "domain_users_1h",
+    "campaign_domain_copies_1h",
+    "campaign_journey_users_1h",
+    "domain_days_30d",
 )
 
 
@@ -197,6 +246,8 @@ def values(p: Plan, returned: Sequence[float]) -> tuple[float, ...]:
     near = [seen[c.feature] for c in p.counts if c.feature.startswith(_BAND)]
     out = dict(seen)
     out["campaign_neardup_users_24h"] = max(near) if near else math.nan  # the most-shared band
+    if _TEXTS in seen:  # the domain's users in the hour who repeated a text already seen on it
+        out["campaign_domain_copies_1h"] = max(0.0, seen["domain_users_1h"] - seen[_TEXTS])
     for f in p.first_seen:
         out[f"{f.feature}_hours"] = max(0.0, (p.created_at - seen[f.feature]) / HOUR)
     return tuple(out.get(name, math.nan) for name in SIGNALS)

@@ -67,6 +67,21 @@ def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
     return tuple(seen.values())
 
 
+def reduce_links(text: str) -> str:
+    """``text`` with each link replaced by its registrable domain: copies of a campaign that
+    differ only in their link paths (one per copy, to track or to dodge filters) read the same."""
+    text = defang(text)
+    lower = text.lower()
+    if "http" not in lower and "www." not in lower:
+        return text
+
+    def domain(m: re.Match[str]) -> str:
+        link = _normalise(m.group(0))
+        return link.domain if link else m.group(0)
+
+    return _URL.sub(domain, text)
+
+
 @lru_cache(maxsize=65_536)
 def registrable(host: str) -> str:
     """The registrable domain; for a suffix the list does not know, the last two labels; an IP as is."""

@@ -25,10 +25,10 @@ import numpy.typing as npt
 from modstream.loop.gate import Gate, Judgement, Side, paired
 from modstream.loop.report import Curves
 from training.dataset import DatasetError, Labelled, read_parquet
-from training.decision import MONOTONE_INCREASING, PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
+from training.decision import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
 from training.retrain import load_serving
 from workers.cards import Thresholds
-from workers.features import FEATURES
+from workers.features import FEATURES, MONOTONE
 from workers.stages.decide import DecisionModel
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
@@ -77,7 +77,7 @@ def fit_oof(
         fold = fit(x[rest], y[rest], x[part], y[part])
         oof[part] = fold.predict(x[part])
         rounds.append(max(1, fold.booster.best_iteration))
-    params = PARAMS | {"monotone_constraints": [int(f in MONOTONE_INCREASING) for f in FEATURES]}
+    params = PARAMS | {"monotone_constraints": list(MONOTONE)}  # as training.decision.fit
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
@@ -139,8 +139,10 @@ def decide(
     challenger, served, won, lost = paired(y, (p_new, fitted.thresholds), (p_old, champion.thresholds))
     rows = {"train": early.stop, "held_out": late.stop - late.start}
     oof_eval = evaluate(data.y[early], oof, fitted.thresholds)
+    test = evaluate(y, p_new, fitted.thresholds)
+    # The drift alert's baseline: the earlier rows' text scores, out of fold in a retrain, as on new posts.
     card = save(
-        fitted, out / "decision", text_version, rows, validation=oof_eval, test=evaluate(y, p_new, fitted.thresholds)
+        fitted, out / "decision", text_version, rows, validation=oof_eval, test=test, validation_rows=data.x[early]
     )
 
     def start(s: slice) -> str:

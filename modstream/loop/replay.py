@@ -91,7 +91,8 @@ def _rescored(
         local = LocalText.load(bundle / "text")
     except Exception as exc:  # a card or a tokenizer: nothing to score with
         raise ReplayError(f"cannot load the bundle's text model {bundle / 'text'}: {describe(exc)}") from None
-    posts = posts_by_id(read_range(settings, settings.input_topic, posts_range(todo, lookback)))
+    read = read_range(settings, settings.input_topic, posts_range(todo, lookback))
+    posts = posts_by_id(read, settings.max_text_chars)
     try:
         return asyncio.run(rescore(todo, posts, local, models, name, settings))
     except Exception as exc:  # unreachable, too slow, or serving another version: no partial replay

@@ -25,6 +25,7 @@ import onnxruntime as ort
 
 from modstream.topics import Range
 from schemas import Verdict
+from schemas.events import TEXT_JUDGED_CHARS
 from training.redecide import has_row
 from workers.adapters.triton import TritonTextModel
 from workers.cards import TextModelCard
@@ -42,16 +43,16 @@ TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
 LOOKBACK = timedelta(hours=1)
 SKEW = timedelta(minutes=1)
 
-# A client of the text model a Triton model name serves, closed after use.
-TextModels = Callable[[str], AbstractAsyncContextManager[TextModel]]
+# A client of a text model (its card's version) as a Triton model name serves it, closed after use.
+TextModels = Callable[[str, str], AbstractAsyncContextManager[TextModel]]
 
 
 def triton(settings: Settings) -> TextModels:
     """Clients of the Triton at ``settings.triton_url``; every call has the worker's deadline."""
 
     @asynccontextmanager
-    async def client(name: str) -> AsyncIterator[TextModel]:
-        model = TritonTextModel(settings.triton_url, name, settings.triton_timeout_s)
+    async def client(name: str, version: str) -> AsyncIterator[TextModel]:
+        model = TritonTextModel(settings.triton_url, name, settings.triton_timeout_s, version)
         try:
             yield model
         finally:
@@ -84,6 +85,9 @@ class OnnxText:
     async def connect(self) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
     async def logits(
         self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float32]:
@@ -96,7 +100,7 @@ def in_process(text_dir: Path) -> TextModels:
     """Clients of the text model in ``text_dir`` run here, whatever name is asked for."""
 
     @asynccontextmanager
-    async def client(_: str) -> AsyncIterator[TextModel]:
+    async def client(_name: str, _version: str) -> AsyncIterator[TextModel]:
         yield OnnxText(text_dir)
 
     return client
@@ -113,9 +117,9 @@ def posts_range(verdicts: Sequence[Verdict], lookback: timedelta = LOOKBACK) -> 
     return Range(min(times) - lookback, max(times) + SKEW)
 
 
-def posts_by_id(msgs: Sequence[InMsg]) -> dict[str, Post]:
+def posts_by_id(msgs: Sequence[InMsg], max_text_chars: int = TEXT_JUDGED_CHARS) -> dict[str, Post]:
     """The first readable event of each post, prepared by the worker's validate stage."""
-    posts, _ = validate(msgs)  # an unreadable record is no post: its verdict counts as without one
+    posts, _ = validate(msgs, max_text_chars)  # an unreadable record is no post: its verdict counts as without one
     out: dict[str, Post] = {}
     for p in posts:
         out.setdefault(p.event.post_id, p)
@@ -153,7 +157,7 @@ async def rescore(
     found = [(v, posts[v.post_id]) for v in stale if v.post_id in posts]
     if not found:  # nothing to score: no client
         return Rescored([], len(stale))
-    async with models(name) as model:
+    async with models(name, local.version) as model:
         await local.connect(model)
         text, ngram = await local.score(text_scorer(settings, local.encoder, model), [p.text for _, p in found])
     again = [with_scores(v, t, n) for (v, _), t, n in zip(found, text, ngram, strict=True)]

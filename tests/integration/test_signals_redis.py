@@ -36,10 +36,7 @@ def batch() -> list:  # type: ignore[type-arg]
 
 
 def plans(ks: Keyspace) -> list[signals.Plan]:
-    posts = batch()
-    return [
-        signals.plan(p, b, ks, 600) for p, b in zip(posts, signals.band_hashes([p.text for p in posts]), strict=True)
-    ]
+    return signals.plans(batch(), ks, 600)
 
 
 async def test_redis_counts_like_the_reference_and_a_second_delivery_changes_nothing(

@@ -6,8 +6,10 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
@@ -15,7 +17,7 @@ import numpy as np
 from schemas import Decision, FeatureRow, Verdict
 from workers.cards import Thresholds
 from workers.clients import DeliveryError
-from workers.features import FEATURE_VERSION, FEATURES
+from workers.features import FEATURE_VERSION, FEATURES, MONOTONE
 from workers.records import InMsg
 from workers.signals import MemorySignals
 from workers.signals import Plan as SignalPlan
@@ -52,18 +54,25 @@ def logged_verdict(
     )
 
 
+BASE = {
+    "post_id": "p",
+    "user_id": "u1",
+    "created_at": "2026-11-21T10:00:00Z",
+    "text": "hello friends",
+    "ip": "192.0.2.10",
+    "platform": "web",
+}
+DROP = object()
+
+
+def body(pid: str, **kw: Any) -> dict[str, Any]:
+    """A valid event with ``kw`` set; a field set to ``DROP`` is left out."""
+    return {k: v for k, v in {**BASE, "post_id": pid, **kw}.items() if v is not DROP}
+
+
 def event(pid: str, text: str = "hello friends", **kw: object) -> bytes:
     """A valid post event's JSON; ``kw`` overrides or adds fields."""
-    body = {
-        "post_id": pid,
-        "user_id": "u1",
-        "created_at": "2026-11-21T10:00:00Z",
-        "text": text,
-        "ip": "192.0.2.10",
-        "platform": "web",
-        **kw,
-    }
-    return json.dumps(body).encode()
+    return json.dumps(body(pid, text=text, **kw)).encode()
 
 
 class FakeStore:
@@ -95,7 +104,7 @@ class FakeTextModel:
 
     def __init__(self, cheap_id: int, fail: bool = False, parallelism: int = 1, version: str = "fake-1") -> None:
         self.cheap_id, self.fail, self.parallelism, self.batches = cheap_id, fail, parallelism, []
-        self.version = version
+        self.version, self.closed = version, False
 
     async def connect(self) -> None:
         if self.fail:
@@ -108,6 +117,9 @@ class FakeTextModel:
         spam = (input_ids == self.cheap_id).any(axis=1).astype(np.float32) * 6 - 3
         return np.stack([np.zeros_like(spam), spam], axis=1)
 
+    async def close(self) -> None:
+        self.closed = True
+
 
 class FakeTextModels:
     """Hands out ``model`` as the client of any Triton model name, and logs the names asked for."""
@@ -115,7 +127,7 @@ class FakeTextModels:
     def __init__(self, model: FakeTextModel) -> None:
         self.model, self.names = model, []
 
-    def __call__(self, name: str) -> AbstractAsyncContextManager[FakeTextModel]:
+    def __call__(self, name: str, version: str) -> AbstractAsyncContextManager[FakeTextModel]:
         self.names.append(name)
         return nullcontext(self.model)
 
@@ -186,20 +198,60 @@ def tiny_decision_model(seed: int = 0, version: str = "d1") -> DecisionModel:
     x = rng.random((400, len(FEATURES)))
     y = (x[:, FEATURES.index("text_spam_prob")] > 0.5).astype(int)
     booster = lgb.train(
-        {"objective": "binary", "verbose": -1, "num_leaves": 4, "min_data_in_leaf": 5},
+        {
+            "objective": "binary",
+            "verbose": -1,
+            "num_leaves": 4,
+            "min_data_in_leaf": 5,
+            "monotone_constraints": MONOTONE,
+        },
         lgb.Dataset(x, y, feature_name=list(FEATURES)),
         num_boost_round=20,
     )
     return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), version)
 
 
-class FakeTransactions:
-    """Logs each call; the first ``fail_commits`` commits fail. ``on_rewind`` simulates the seek."""
+@dataclass(frozen=True)
+class FakeKafkaError:
+    """What the commit policy reads of confluent-kafka's KafkaError."""
 
-    def __init__(self, fail_commits: int = 0, on_rewind: Callable[[], None] | None = None) -> None:
+    code: str
+    is_fatal: bool = False
+    is_retriable: bool = False
+    requires_abort: bool = False
+
+    def name(self) -> str:
+        return self.code
+
+    def fatal(self) -> bool:
+        return self.is_fatal
+
+    def retriable(self) -> bool:
+        return self.is_retriable
+
+    def txn_requires_abort(self) -> bool:
+        return self.requires_abort
+
+
+class FakeKafkaException(Exception):
+    """Carries its error first, as confluent-kafka's KafkaException does."""
+
+
+class FakeTransactions:
+    """Logs each call; the first ``fail_commits`` commits fail, then each of ``commit_errors`` is
+    raised by one commit, and an abort raises ``abort_error``. ``on_rewind`` simulates the seek."""
+
+    def __init__(
+        self,
+        fail_commits: int = 0,
+        on_rewind: Callable[[], None] | None = None,
+        commit_errors: Sequence[Exception] = (),
+        abort_error: Exception | None = None,
+    ) -> None:
         self.log: list[str] = []
         self.committed: dict[tuple[str, int], int] = {}
         self.fail_commits, self.on_rewind = fail_commits, on_rewind
+        self.commit_errors, self.abort_error = list(commit_errors), abort_error
 
     def begin(self) -> None:
         self.log.append("begin")
@@ -208,13 +260,36 @@ class FakeTransactions:
         if self.fail_commits:
             self.fail_commits -= 1
             raise RuntimeError("coordinator unavailable")
+        if self.commit_errors:
+            self.log.append("commit failed")
+            raise self.commit_errors.pop(0)
         self.log.append("commit")
         self.committed.update(offsets)
 
     def abort(self) -> None:
         self.log.append("abort")
+        if self.abort_error is not None:
+            raise self.abort_error
+
+    def reopen(self) -> None:
+        self.log.append("reopen")
 
     def rewind(self) -> None:
         self.log.append("rewind")
         if self.on_rewind is not None:
             self.on_rewind()
+
+
+# One post of each kind real producers send, beside a control: the issue's done-when list.
+KINDS: dict[str, dict[str, Any]] = {
+    "control": body("control"),
+    "extra": body("extra", surprise=True, lang="en"),
+    "no-ip": body("no-ip", ip=DROP),
+    "null-ip": body("null-ip", ip=None),
+    "no-platform": body("no-platform", platform=DROP),
+    "int-id": body("int-id", post_id=1_234_567_890_123),
+    "epoch-ms": body("epoch-ms", created_at=1_795_255_200_000),
+    "slashy-user": body("slashy-user", user_id="aGVsbG8/d29y+bGQ=/=="),
+    "did-user": body("did-user", user_id="did:plc:z72i7hdynmk6r22z27h6tvur/app.bsky.feed.post/3kq"),
+    "long-text": body("long-text", text="spam " * 10_000),  # 50,000 characters
+}

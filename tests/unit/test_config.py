@@ -25,6 +25,15 @@ def test_librdkafka_gets_integer_milliseconds() -> None:
     assert (conf["session.timeout.ms"], conf["fetch.wait.max.ms"]) == (6000, 20)
 
 
+def test_consumers_rebalance_cooperatively_and_find_new_topics_within_seconds() -> None:
+    conf = Settings().consumer_conf()
+    assert conf["partition.assignment.strategy"] == "cooperative-sticky"
+    assert conf["topic.metadata.refresh.interval.ms"] == 5000
+    assert Settings().producer_conf()["topic.metadata.refresh.interval.ms"] == 5000
+    eager = Settings(kafka_assignment_strategy="range", kafka_metadata_refresh_s=30).consumer_conf()
+    assert (eager["partition.assignment.strategy"], eager["topic.metadata.refresh.interval.ms"]) == ("range", 30000)
+
+
 def test_every_former_name_is_a_seconds_setting() -> None:
     assert all(name.endswith("_s") and name in Settings.model_fields for name in FORMERLY_MS)
 

@@ -7,9 +7,9 @@ import pytest
 from tests.unit.fakes import tiny_decision_model
 from training.decision import choose_thresholds, evaluate
 from workers.cards import Thresholds
-from workers.features import FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
+from workers.features import DIRECTIONS, FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
 from workers.signals import SIGNALS
-from workers.stages.decide import DecisionModel, Unavailable, top_reasons
+from workers.stages.decide import DecisionModel, Unavailable, judge, top_reasons
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:
@@ -109,3 +109,48 @@ def test_unavailable_inputs_give_the_degraded_flag_and_reason() -> None:
     assert both and both.reason.code == "degraded"
     assert both.reason.detail == "decided without redis and text model"
     assert Unavailable(text_model=True).reason.detail == "decided without text model"
+
+
+def test_more_accounts_sharing_a_link_never_raises_the_spam_score() -> None:
+    """Trained on data where sharing goes with spam, the model still may not learn it (DIRECTIONS)."""
+    from training.decision import fit
+
+    rng = np.random.default_rng(5)
+    x = rng.random((3000, len(FEATURES)))
+    sharing = [FEATURES.index(f) for f, d in DIRECTIONS.items() if d < 0 and f != "domain_reputation"]
+    y = (x[:, sharing].mean(axis=1) + 0.3 * x[:, FEATURES.index("text_spam_prob")] > 0.65).astype(int)
+    fitted = fit(x[:2000], y[:2000], x[2000:], y[2000:])
+    rows = x[2000:].copy()
+    before = fitted.predict(rows)
+    rows[:, sharing] = 1000.0  # everyone shares it
+    assert (fitted.predict(rows) <= before + 1e-12).all()
+    rows[:, FEATURES.index("text_spam_prob")] = 0.0  # and a lower text score never raises it either
+    assert (fitted.predict(rows) <= before + 1e-12).all()
+
+
+def test_worker_refuses_a_model_trained_without_the_directions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import lightgbm as lgb
+
+    x = np.random.default_rng(0).random((200, len(FEATURES)))
+    booster = lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(x, (x[:, 0] > 0.5).astype(int)), 5)
+    booster.save_model(str(tmp_path / "model.txt"))
+    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": "x"}
+    (tmp_path / "card.json").write_text(json.dumps(card | {"thresholds": {"block": 0.9, "allow": 0.1}}))
+    with pytest.raises(ContractMismatch, match="monotone"):
+        DecisionModel.load(tmp_path)
+
+
+def test_a_verdict_the_campaign_signals_decided_gets_the_campaign_action_and_names_the_signal() -> None:
+    model = tiny_decision_model()
+    row = np.zeros(len(FEATURES))
+    contrib = np.zeros(len(FEATURES))
+    at = FEATURES.index("campaign_journey_users_1h")
+    row[at], contrib[at] = 31.0, 4.0
+    model.bias = -3.0  # allow without the campaign's push (-3 -> 0.05), review with it (+1 -> 0.73)
+    prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
+    for action in ("review", "block"):
+        decision, reasons = judge(model, row, prob, contrib, action)  # type: ignore[arg-type]
+        assert decision == action
+        assert reasons[0].code == "campaign" and "campaign_journey_users_1h=31" in reasons[0].detail
+    contrib[at] = 0.0  # no push: the model's own decision
+    assert judge(model, row, float(1 / (1 + np.exp(3.0))), contrib, "block")[0] == "allow"

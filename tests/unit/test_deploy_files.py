@@ -81,17 +81,39 @@ def test_dashboard_covers_every_worker_metric_and_triton(dashboard: Any) -> None
         assert triton in text
 
 
-def test_dashboard_panels_use_the_provisioned_datasource(dashboard: Any) -> None:
+def test_dashboard_panels_use_the_datasource_variable_defaulting_to_the_provisioned_one(dashboard: Any) -> None:
     (source,) = load_yaml(DEPLOY / "grafana/provisioning/datasources/prometheus.yml")["datasources"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["query"] == "prometheus"
+    assert variables["datasource"]["current"]["value"] == source["uid"]
     panels = [p for p in dashboard["panels"] if p["type"] != "row"]
-    assert {p["datasource"]["uid"] for p in panels} == {source["uid"]}
+    assert {p["datasource"]["uid"] for p in panels} == {"${datasource}"}
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
 
 
+def test_every_dashboard_query_is_scoped_by_the_namespace_and_job_variables(dashboard: Any) -> None:
+    assert {"namespace", "job"} <= {v["name"] for v in dashboard["templating"]["list"]}
+    for expr in exprs(dashboard):
+        for name, matchers in re.findall(r"\b((?:modstream|nv)_[a-z0-9_]+)(\{[^}]*\})?", expr):
+            assert 'namespace=~"$namespace"' in matchers, (name, expr)
+            # Triton's series come from its own job: only the workers' are filtered by job.
+            assert name.startswith("nv_") or 'job=~"$job"' in matchers, (name, expr)
+
+
 def test_compose_stack_shape(compose: Any) -> None:
     services = compose["services"]
-    assert {"kafka", "kafka-init", "redis", "triton", "worker", "feedback", "prometheus", "grafana"} <= set(services)
+    assert {
+        "kafka",
+        "kafka-init",
+        "redis",
+        "triton",
+        "worker",
+        "feedback",
+        "prometheus",
+        "alertmanager",
+        "grafana",
+    } <= set(services)
     assert services["kafka"]["image"] == "apache/kafka:3.9.0"
     assert services["worker"]["deploy"]["replicas"] == 2
     assert services["worker"]["command"] == ["worker"] and services["feedback"]["command"] == ["feedback"]
@@ -100,9 +122,9 @@ def test_compose_stack_shape(compose: Any) -> None:
     (gpu,) = services["triton"]["deploy"]["resources"]["reservations"]["devices"]
     assert gpu["driver"] == "nvidia"
     assert "./build/triton_repo:/models:ro" in services["triton"]["volumes"]
-    init = services["kafka-init"]["command"][0]
-    topics = dict(re.findall(r"^\s*create (\S+) (\d+)$", init, re.M))
-    assert topics == {"posts": "12", "verdicts": "12", "posts.dlq": "3", "feedback": "3", "feedback.dlq": "1"}
+    # The same script as the Kubernetes Job's (test_k8s.py checks it creates every topic).
+    assert "./deploy/k8s/kafka-init.sh:/kafka-init.sh:ro" in services["kafka-init"]["volumes"]
+    assert services["kafka-init"]["command"] == ["/bin/bash", "/kafka-init.sh"]
     for name in ("worker", "feedback"):
         assert services[name]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
         assert services[name]["environment"]["MODSTREAM_KAFKA_BOOTSTRAP"] == "kafka:9092"
@@ -115,8 +137,13 @@ def test_compose_stack_shape(compose: Any) -> None:
                 assert (ROOT / source).exists(), source
 
 
-def test_prometheus_scrapes_workers_and_triton() -> None:
-    jobs = {j["job_name"]: j for j in load_yaml(DEPLOY / "prometheus.yml")["scrape_configs"]}
+def test_prometheus_scrapes_workers_and_triton_and_alerts_through_alertmanager(compose: Any) -> None:
+    config = load_yaml(DEPLOY / "prometheus.yml")
+    mounts = dict(v.split(":")[:2] for v in compose["services"]["prometheus"]["volumes"])
+    assert config["rule_files"] == [mounts["./deploy/prometheus/rules.yml"]]
+    (alertmanagers,) = config["alerting"]["alertmanagers"]
+    assert alertmanagers["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
     for worker in ("modstream-worker", "modstream-feedback"):
         assert jobs[worker]["dns_sd_configs"][0]["port"] == 9400
     assert jobs["triton"]["static_configs"][0]["targets"] == ["triton:8002"]

@@ -37,14 +37,11 @@ def test_profile_validation(kwargs: dict[str, int]) -> None:
 
 def test_profile_repo_options_match_the_engine() -> None:
     profile = EngineProfile(opt_batch=24, max_batch=48)
-    config = text_format.Parse(
-        render_config("gpu-tensorrt", profile.repo_options("v7")), model_config_pb2.ModelConfig()
-    )
+    config = text_format.Parse(render_config("gpu-tensorrt", profile.repo_options()), model_config_pb2.ModelConfig())
 
     assert config.platform == "tensorrt_plan"
     assert config.max_batch_size == 48
     assert list(config.dynamic_batching.preferred_batch_size) == [24, 48]
-    assert config.parameters["model_version"].string_value == "v7"
 
 
 @pytest.mark.skipif(find_spec("tensorrt") is not None, reason="tensorrt is installed")

@@ -2,8 +2,10 @@
 
 import asyncio
 
-from tests.unit.fakes import FakeSink, FakeTransactions, event
+from tests.unit.fakes import FakeKafkaException, FakeSink, FakeTransactions, event
+from tests.unit.test_commit import COORDINATOR_MOVED, FENCED, UNKNOWN_MEMBER
 from tests.unit.test_worker import RecordingSource, make_worker, msgs, overtaking_worker, verdicts
+from workers.commit import COMMIT_ATTEMPTS
 from workers.textenc import TextEncoder
 
 
@@ -89,3 +91,51 @@ async def test_an_error_no_step_catches_aborts_and_republishes_record_by_record(
     w._publish = publish_failing_once  # type: ignore[method-assign]
     await w.handle(batch)
     assert txns.log == ["begin", "abort", "begin", "commit"] and txns.committed == {("posts", 0): 2}
+
+
+async def _run_until_committed(encoder: TextEncoder, txns: FakeTransactions) -> list[str]:
+    """One batch through a worker whose transactions are ``txns``, polled again on a rewind."""
+    batch = msgs(event("a"), event("b"))
+    source = RecordingSource([batch])
+    txns.on_rewind = lambda: source.batches.append(batch)
+    w = make_worker(encoder, [], transactions=txns)
+    w.source = source
+    stop = asyncio.Event()
+
+    async def stop_when_committed() -> None:
+        while "commit" not in txns.log:
+            await asyncio.sleep(0.005)
+        stop.set()
+
+    await asyncio.gather(w.run(stop), stop_when_committed())
+    assert txns.committed == {("posts", 0): 2}
+    return txns.log
+
+
+async def test_a_commit_to_a_moved_coordinator_is_retried_in_the_same_transaction(encoder: TextEncoder) -> None:
+    txns = FakeTransactions(commit_errors=[FakeKafkaException(COORDINATOR_MOVED)])
+    assert await _run_until_committed(encoder, txns) == ["begin", "commit failed", "commit"]
+
+
+async def test_an_abortable_commit_error_aborts_rewinds_and_the_worker_goes_on(encoder: TextEncoder) -> None:
+    txns = FakeTransactions(commit_errors=[FakeKafkaException(UNKNOWN_MEMBER)])
+    log = await _run_until_committed(encoder, txns)
+    assert log == ["begin", "commit failed", "abort", "rewind", "begin", "commit"]
+
+
+async def test_a_fenced_producer_is_replaced_and_the_batch_polled_again(encoder: TextEncoder) -> None:
+    txns = FakeTransactions(commit_errors=[FakeKafkaException(FENCED)])
+    log = await _run_until_committed(encoder, txns)
+    assert log == ["begin", "commit failed", "reopen", "rewind", "begin", "commit"]
+
+
+async def test_a_producer_that_cannot_abort_is_replaced(encoder: TextEncoder) -> None:
+    txns = FakeTransactions(commit_errors=[FakeKafkaException(UNKNOWN_MEMBER)], abort_error=FakeKafkaException(FENCED))
+    log = await _run_until_committed(encoder, txns)
+    assert log == ["begin", "commit failed", "abort", "reopen", "rewind", "begin", "commit"]
+
+
+async def test_retries_of_a_commit_are_bounded_then_it_aborts(encoder: TextEncoder) -> None:
+    txns = FakeTransactions(commit_errors=[FakeKafkaException(COORDINATOR_MOVED)] * COMMIT_ATTEMPTS)
+    log = await _run_until_committed(encoder, txns)
+    assert log == ["begin", *["commit failed"] * COMMIT_ATTEMPTS, "abort", "rewind", "begin", "commit"]

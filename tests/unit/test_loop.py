@@ -23,7 +23,7 @@ from training.flips import compare, label_metrics
 from training.redecide import redecide
 from workers.metrics import MODEL_RELOADS, SHADOW_DECISIONS, SHADOW_FAILURES
 from workers.records import InMsg
-from workers.reload import DecisionReloader
+from workers.reload import BundleReloader
 from workers.shadow import MAX_PENDING, Shadow
 from workers.stages.decide import DecisionModel
 from workers.textenc import TextEncoder
@@ -170,7 +170,7 @@ async def test_the_worker_switches_models_between_batches(
     w.source = GatedSource([[first]], [[second]])
     w.decision = DecisionModel.load(link / "decision")
     clock = Clock()
-    w.reloader = DecisionReloader(link, "t1", 1.0, clock)
+    w.reloader = BundleReloader(link, "t1", 1.0, clock)
     loaded = MODEL_RELOADS.labels("loaded")._value.get()
     stop = asyncio.Event()
 
@@ -190,16 +190,14 @@ async def test_the_worker_switches_models_between_batches(
     assert MODEL_RELOADS.labels("loaded")._value.get() == loaded + 1
 
 
-def test_a_promoted_bundle_with_another_text_model_is_refused(bundles: tuple[Path, Path, Path]) -> None:
-    link, _, _ = bundles
+def test_without_tritons_repository_another_text_model_is_refused(bundles: tuple[Path, Path, Path]) -> None:
+    link, a, _ = bundles
     other = write_bundle(link.parent / "c", model=tiny_decision_model(version="vc"), text_version="t2")
-    clock = Clock()
-    reloader = DecisionReloader(link, "t1", 1.0, clock)
-    assert promote(link, other).text_changed
-    clock.now = 2.0
-    refused = MODEL_RELOADS.labels("refused")._value.get()
-    assert reloader.due() and reloader.check() is None
-    assert MODEL_RELOADS.labels("refused")._value.get() == refused + 1
+    with pytest.raises(PromotionError, match="MODSTREAM_TRITON_REPO"):
+        promote(link, other)
+    assert link.resolve() == a.resolve()
+    result = CliRunner().invoke(app, ["models", "promote", str(other)], env={"MODSTREAM_MODEL_DIR": str(link)})
+    assert result.exit_code == 2 and "MODSTREAM_TRITON_REPO" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize(

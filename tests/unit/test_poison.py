@@ -40,7 +40,7 @@ async def test_a_very_long_host_under_a_banned_domain_is_blocked_not_a_crash(enc
 async def test_a_record_too_large_for_the_broker_is_dead_lettered_cut_with_its_size_and_hash(
     encoder: TextEncoder,
 ) -> None:
-    huge = event("big", "x" * 1_000_000)  # invalid (text too long) and over the producer's limit
+    huge = event("big", link_text="x" * 1_000_000)  # invalid (link text too long), over the producer's limit
     batch = msgs(huge, event("ok"))
     sink = FakeSink(max_bytes=1_000_000)
     w = make_worker(encoder, batch, sink=sink)
@@ -52,7 +52,7 @@ async def test_a_record_too_large_for_the_broker_is_dead_lettered_cut_with_its_s
 
 
 async def test_a_dead_letter_the_broker_still_refuses_is_cut_to_the_last_resort(encoder: TextEncoder) -> None:
-    huge = event("big", "x" * 200_000)
+    huge = event("big", link_text="x" * 200_000)
     batch = msgs(huge)
     sink = FakeSink(max_bytes=100_000)  # a broker stricter than the configured dead-letter limit
     w = make_worker(encoder, batch, sink=sink)

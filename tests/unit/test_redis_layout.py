@@ -16,9 +16,7 @@ KS = Keyspace("t:")
 
 def signal_plans() -> list[signals.Plan]:
     posts = [post(f"p{i}", f"u{i % 5}", at=T0 + 60 * i, urls=[f"https://d{i % 7}.example/x"]) for i in range(40)]
-    return [
-        signals.plan(p, b, KS, 600) for p, b in zip(posts, signals.band_hashes([p.text for p in posts]), strict=True)
-    ]
+    return signals.plans(posts, KS, 600)
 
 
 def feedback_plan() -> Plan:

@@ -87,14 +87,15 @@ def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Pa
     assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
 
 
-def test_out_of_fold_thresholds_block_nothing_on_labels_the_features_cannot_explain() -> None:
+def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_cannot_explain() -> None:
     rng = np.random.default_rng(5)
     x, y = rng.random((600, len(FEATURES))), (rng.random(600) < 0.3).astype(int)
     fitted, oof = fit_oof(x, y, review_budget=1.0)
-    assert fitted.thresholds == choose_thresholds(y, oof) and fitted.thresholds.block == 1.0
-    # Thresholds on the model's own training rows would block: it has learnt their noise.
-    in_sample = fit(x, y, x, y)
-    assert choose_thresholds(y, in_sample.predict(x)).block < 1.0
+    assert fitted.thresholds == choose_thresholds(y, oof)
+    assert (oof >= fitted.thresholds.block).sum() <= 3  # at most the odd top score that happens to be spam
+    # Thresholds on the model's own training rows block a third of them: it has learnt their noise.
+    p = fit(x, y, x, y).predict(x)
+    assert (p >= choose_thresholds(y, p).block).mean() > 0.25
 
 
 def test_the_review_band_is_narrowed_from_below_to_the_budget() -> None:

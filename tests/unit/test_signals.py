@@ -26,8 +26,7 @@ def post(pid: str, user: str = "u1", at: float = T0, text: str = "win a free pri
 
 
 def run(store: MemorySignals, posts: list[Post]) -> list[dict[str, float]]:
-    bands = signals.band_hashes([p.text for p in posts])
-    plans = [signals.plan(p, b, KS, 600) for p, b in zip(posts, bands, strict=True)]
+    plans = signals.plans(posts, KS, 600)
     return [
         dict(zip(SIGNALS, signals.values(pl, s), strict=True)) for pl, s in zip(plans, store.run(plans), strict=True)
     ]
@@ -85,3 +84,44 @@ def test_campaign_near_copies_by_new_accounts_raise_the_near_duplicate_count() -
     out = run(MemorySignals(), posts)
     assert [o["campaign_users_24h"] for o in out] == [0] * 6  # every text differs exactly...
     assert out[-1]["campaign_neardup_users_24h"] >= 3  # ...but not in substance
+
+
+JOURNEY = [{"name": "open_composer", "offset_ms": 0}, {"name": "paste_link", "offset_ms": 900}]
+
+
+def test_a_campaign_with_a_path_per_copy_is_seen_on_its_domain() -> None:
+    """Copies that differ only in their link paths read the same; one journey from many accounts shows."""
+    base = "new post on my page, have a look"
+    out = run(
+        MemorySignals(),
+        [
+            post(f"p{i}", f"u{i}", at=T0 + i, text=f"{base} https://promo.example/r/{i}x{i}", journey=JOURNEY)
+            for i in range(8)
+        ],
+    )
+    assert [o["campaign_users_24h"] for o in out] == list(range(8))
+    assert [o["campaign_journey_users_1h"] for o in out] == list(range(8))
+    assert out[-1]["campaign_domain_copies_1h"] == 6  # 7 users before it, 1 text among them
+    assert out[-1]["domain_users_10m"] == out[-1]["domain_users_1h"] == 7
+
+
+def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_signals() -> None:
+    link = ["https://www.news.example/2026/11/23/story"]
+    words = ["wow", "read this", "big news today", "cannot believe it", "finally", "sad day", "thread below"]
+    shared = run(
+        MemorySignals(),
+        [
+            post(f"s{i}", f"u{i}", at=T0 + i, text=w, urls=link, journey=JOURNEY[: 1 + i % 2])
+            for i, w in enumerate(words)
+        ],
+    )
+    assert shared[-1]["domain_users_1h"] == 6 and shared[-1]["campaign_domain_copies_1h"] == 0
+    assert shared[-1]["campaign_journey_users_1h"] < 6  # two journeys among them
+    (greeting,) = run(MemorySignals(), [post("g", text="good morning everyone!")])
+    assert math.isnan(greeting["campaign_domain_copies_1h"]) and math.isnan(greeting["domain_days_30d"])
+
+
+def test_a_domain_posted_on_many_days_is_established() -> None:
+    link = ["https://daily.example/x"]
+    out = run(MemorySignals(), [post(f"d{i}", f"u{i}", at=T0 + i * DAY, urls=link) for i in range(5)])
+    assert [o["domain_days_30d"] for o in out] == [0, 1, 2, 3, 4]

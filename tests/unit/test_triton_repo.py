@@ -20,11 +20,15 @@ from modstream.triton_repo import (
     TRITON_MODELS_DIR,
     RepoOptions,
     Target,
+    add_version,
     build_repo,
     reference_configs,
     render_config,
     served_models,
+    target_of,
+    versions,
 )
+from workers.adapters.triton import triton_version
 from workers.config import Settings
 
 
@@ -35,7 +39,7 @@ def parse(text: str) -> model_config_pb2.ModelConfig:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_render_config_contract(target: Target) -> None:
-    opts = RepoOptions(model_version="abc123", max_batch_size=32, preferred_batch_sizes=(8, 32), instances=2)
+    opts = RepoOptions(max_batch_size=32, preferred_batch_sizes=(8, 32), instances=2)
     config = parse(render_config(target, opts))
 
     assert config.name == MODEL_NAME
@@ -49,23 +53,24 @@ def test_render_config_contract(target: Target) -> None:
     assert list(config.dynamic_batching.preferred_batch_size) == [8, 32]
     assert config.dynamic_batching.max_queue_delay_microseconds == 2000
     assert config.instance_group[0].count == 2
-    assert config.parameters["model_version"].string_value == "abc123"
+    # Every text model whose version directory is present: the old and the new one during a swap.
+    assert config.version_policy.WhichOneof("policy_choice") == "all"
+    assert target_of(render_config(target, opts)) == target
 
 
 def test_render_config_per_target() -> None:
-    opts = RepoOptions(onnx_file="model.int8.onnx", intra_op_threads=2)
+    opts = RepoOptions(intra_op_threads=2)
     embedded, onnx, tensorrt = (parse(render_config(t, opts)) for t in ("cpu-embedded", "cpu-onnx", "gpu-tensorrt"))
     gpu, cpu = model_config_pb2.ModelInstanceGroup.KIND_GPU, model_config_pb2.ModelInstanceGroup.KIND_CPU
 
     assert (embedded.backend, embedded.instance_group[0].kind) == ("python", cpu)
     assert all(i.allow_ragged_batch for i in embedded.input)
     assert not any(i.allow_ragged_batch for i in (*onnx.input, *tensorrt.input))
-    assert embedded.parameters["onnx_file"].string_value == "model.int8.onnx"
     assert embedded.parameters["intra_op_threads"].string_value == "2"
     assert (onnx.backend, onnx.instance_group[0].kind) == ("onnxruntime", cpu)
     assert onnx.parameters["intra_op_thread_count"].string_value == "2"
     assert (tensorrt.platform, tensorrt.instance_group[0].kind) == ("tensorrt_plan", gpu)
-    assert set(tensorrt.parameters) == {"model_version"}
+    assert set(tensorrt.parameters) == set()
 
 
 def test_reference_configs_do_not_drift() -> None:
@@ -82,8 +87,6 @@ def test_reference_configs_do_not_drift() -> None:
         {"instances": 0},
         {"max_queue_delay_us": -1},
         {"preferred_batch_sizes": (16, 128)},
-        {"model_version": ""},
-        {"model_version": 'a"b'},
         {"intra_op_threads": -1},
     ],
 )
@@ -97,20 +100,39 @@ def test_build_repo_cpu_embedded(tiny_model_dir: Path, tmp_path: Path) -> None:
         "cpu-embedded", tiny_model_dir, tmp_path / "repo", RepoOptions(max_batch_size=8, preferred_batch_sizes=(8,))
     )
 
-    version_dir = repo / MODEL_NAME / "1"
-    assert sorted(p.name for p in version_dir.iterdir()) == ["model.onnx", "model.py"]
+    version_dir = repo / MODEL_NAME / str(triton_version("tiny0001"))
+    assert sorted(p.name for p in version_dir.iterdir()) == ["card.json", "model.onnx", "model.py"]
     assert (version_dir / "model.py").read_text() == PYTHON_MODEL_SOURCE.read_text()
+    assert versions(repo / MODEL_NAME) == {triton_version("tiny0001"): "tiny0001"}
     config = parse((repo / MODEL_NAME / "config.pbtxt").read_text())
-    assert config.parameters["model_version"].string_value == "tiny0001"
-    assert config.parameters["onnx_file"].string_value == "model.onnx"
     assert config.max_batch_size == 8
+
+
+def test_triton_versions_are_derived_from_the_card_alone() -> None:
+    assert triton_version("cfa140904afd") == triton_version("cfa140904afd")
+    assert triton_version("cfa140904afd") != triton_version("cfa140904afe")
+    assert 0 < triton_version("x") < 2**63  # a Triton version is a positive int64
+
+
+def test_a_text_model_is_added_beside_the_served_one(tiny_model_dir: Path, tmp_path: Path) -> None:
+    repo = build_repo("cpu-embedded", tiny_model_dir, tmp_path / "repo")
+    other = shutil.copytree(tiny_model_dir, tmp_path / "other")
+    (other / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "tiny0002"}))
+    config = (repo / MODEL_NAME / "config.pbtxt").read_text()
+
+    added = add_version("cpu-embedded", other, repo / MODEL_NAME)
+    assert added.name == str(triton_version("tiny0002"))
+    assert set(versions(repo / MODEL_NAME).values()) == {"tiny0001", "tiny0002"}
+    assert (repo / MODEL_NAME / "config.pbtxt").read_text() == config  # Triton reloads nothing else
+    assert not [p for p in (repo / MODEL_NAME).iterdir() if p.name.startswith(".")]  # no half-written dirs
 
 
 def test_build_repo_replaces_an_earlier_build(tiny_model_dir: Path, tmp_path: Path) -> None:
     build_repo("cpu-embedded", tiny_model_dir, tmp_path)
     build_repo("cpu-onnx", tiny_model_dir, tmp_path)
 
-    assert sorted(p.name for p in (tmp_path / MODEL_NAME / "1").iterdir()) == ["model.onnx"]
+    version_dir = tmp_path / MODEL_NAME / str(triton_version("tiny0001"))
+    assert sorted(p.name for p in version_dir.iterdir()) == ["card.json", "model.onnx"]
     assert parse((tmp_path / MODEL_NAME / "config.pbtxt").read_text()).backend == "onnxruntime"
 
 
@@ -118,13 +140,13 @@ def test_build_repo_tensorrt_takes_the_plan(tmp_path: Path) -> None:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "card.json").write_text(json.dumps({"serving_model": "model.onnx", "version": "v1"}))
-    with pytest.raises(FileNotFoundError, match="build_engine"):
+    with pytest.raises(FileNotFoundError, match="build-engine"):
         build_repo("gpu-tensorrt", model_dir, tmp_path / "repo")
 
     plan = tmp_path / "engine.plan"
     plan.write_bytes(b"plan")
     repo = build_repo("gpu-tensorrt", model_dir, tmp_path / "repo", plan=plan)
-    assert (repo / MODEL_NAME / "1" / "model.plan").read_bytes() == b"plan"
+    assert (repo / MODEL_NAME / str(triton_version("v1")) / "model.plan").read_bytes() == b"plan"
 
 
 def test_build_repo_guards_sources(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -175,6 +197,6 @@ def test_a_challengers_text_model_is_served_beside_under_the_shadow_name(tiny_mo
     assert result.exit_code == 0, result.output
     assert served_models(tmp_path / "repo") == (MODEL_NAME, Settings().shadow_triton_model)
     shadow = parse((tmp_path / "repo" / Settings().shadow_triton_model / "config.pbtxt").read_text())
-    assert (shadow.name, shadow.parameters["model_version"].string_value) == ("spam_text_shadow", "tiny0002")
-    champion = parse((tmp_path / "repo" / MODEL_NAME / "config.pbtxt").read_text())
-    assert champion.parameters["model_version"].string_value == "tiny0001"
+    assert shadow.name == "spam_text_shadow"
+    assert list(versions(tmp_path / "repo" / Settings().shadow_triton_model).values()) == ["tiny0002"]
+    assert list(versions(tmp_path / "repo" / MODEL_NAME).values()) == ["tiny0001"]

@@ -92,12 +92,12 @@ async def test_banned_posts_never_reach_the_text_model(encoder: TextEncoder) -> 
 
 
 async def test_dead_letters_keep_original_bytes_and_provenance(encoder: TextEncoder) -> None:
-    batch = msgs(b'{"post_id": 3}')
+    batch = msgs(b'{"post_id": true}')
     w = make_worker(encoder, batch)
     await w.handle(batch)
     ((topic, key, value, headers),) = w.sink.records  # type: ignore[attr-defined]
     dl = DeadLetter.from_record(value, headers)
-    assert (topic, key, dl.original, dl.topic, dl.offset) == ("posts.dlq", b"k0", b'{"post_id": 3}', "posts", 0)
+    assert (topic, key, dl.original, dl.topic, dl.offset) == ("posts.dlq", b"k0", b'{"post_id": true}', "posts", 0)
     assert dl.error_class == "ValidationError" and "post_id" in dl.error_message and dl.group
 
 

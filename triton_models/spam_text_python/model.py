@@ -1,11 +1,10 @@
 """Triton Python-backend model ``spam_text``: the content model on ONNX Runtime (CPU).
 
 Used by the embedded local stack, where tritonserver has only the Python backend.
-``modstream build-repo --target cpu-embedded`` copies this file into
-``<repo>/spam_text/1/model.py`` with the ONNX file next to it.
+``modstream build-repo --target cpu-embedded`` copies this file into each version directory,
+``<repo>/spam_text/<n>/model.py``, with that text model's ``model.onnx`` next to it.
 
 Config parameters (``config.pbtxt``):
-  onnx_file         file name of the ONNX model in the version directory
   intra_op_threads  ONNX Runtime intra-op threads (0 = ORT default)
 
 Dynamic batching hands ``execute`` several requests at once. They are run as one
@@ -62,7 +61,7 @@ class TritonPythonModel:
         # and Triton's own threads. Measured in docs/PERFORMANCE.md.
         options.add_session_config_entry("session.intra_op.allow_spinning", _parameter(config, "ort_spinning", "0"))
         self.session = ort.InferenceSession(
-            str(version_dir / _parameter(config, "onnx_file", "model.onnx")),
+            str(version_dir / "model.onnx"),
             sess_options=options,
             providers=["CPUExecutionProvider"],
         )

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from workers.clients import DeliveryError, Headers
+from workers.commit import Recovery, recovery
 from workers.fetchwait import FetchWait
 from workers.lag import REBALANCES, CommitTimer, LagExporter
 from workers.records import InMsg
@@ -18,11 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def _commit_quietly(consumer: Consumer) -> None:
+    """Commit what is stored; a commit that fails (the broker restarting, the assignment lost)
+    leaves those records for redelivery and never ends the worker (workers/commit.py)."""
     try:
         consumer.commit(asynchronous=False)
     except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing stored since the last commit
-            raise
+        if recovery(exc, transactional=False) is not Recovery.NOTHING:
+            log.warning("commit failed, the records since the last commit will be redelivered: %s", exc.args[0])
 
 
 class KafkaSource:
@@ -45,14 +48,18 @@ class KafkaSource:
 
     def _subscribe(self, conf: dict[str, Any]) -> Consumer:
         consumer = Consumer(conf)
-        consumer.subscribe(self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        consumer.subscribe(self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         return consumer
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = err is not None and err.code() != KafkaError._NO_OFFSET
         self.commits.committed(failed, {(p.topic, p.partition): p.offset for p in partitions if p.error is None})
 
+    # Under the cooperative protocol these see only the partitions that move, and confluent-kafka
+    # applies them incrementally after the callback returns (eager: the whole assignment).
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not partitions:  # a cooperative rebalance that gave this member nothing new
+            return
         REBALANCES.labels("assign").inc()
         log.info("partitions assigned: %s", [(p.topic, p.partition) for p in partitions])
         if self._fetch_wait is not None:
@@ -68,6 +75,15 @@ class KafkaSource:
         _commit_quietly(consumer)
         self.commits.forget([(p.topic, p.partition) for p in partitions])
 
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The group went on without this member (a broker restart, a missed session): another may
+        # own these partitions already, so nothing is committed for them. The batches in flight
+        # cannot store their offsets (store_offsets below), their records come again from the
+        # last commit, and the consumer rejoins on its next poll.
+        REBALANCES.labels("lost").inc()
+        log.warning("partition assignment lost, rejoining: %s", [(p.topic, p.partition) for p in partitions])
+        self.commits.forget([(p.topic, p.partition) for p in partitions])
+
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
         # Wait only for the first record, then take what has already arrived: an idle worker
         # answers at once, and under load batches grow by themselves while the last one runs.
@@ -80,8 +96,10 @@ class KafkaSource:
         out = []
         for m in msgs:
             if err := m.error():
-                if err.fatal():
-                    raise KafkaException(err)
+                if err.fatal():  # fenced as a static member: this consumer is done, a new one rejoins
+                    log.error("consumer failed (%s): joining the group again", err)
+                    self.rejoin(commit=False)
+                    return []
                 log.warning("consumer error: %s", err)
                 continue
             topic, partition, offset = m.topic(), m.partition(), m.offset()
@@ -127,16 +145,29 @@ class KafkaSource:
         log.warning(
             "fetch wait now %.0f ms (fetches came back empty with records waiting, or caught up)", wait_s * 1000
         )
-        self.close()
-        self._consumer = self._subscribe({**self._conf, "fetch.wait.max.ms": round(wait_s * 1000)})
+        self._conf = {**self._conf, "fetch.wait.max.ms": round(wait_s * 1000)}
+        self.rejoin()
+
+    def rejoin(self, *, commit: bool = True) -> None:
+        """Leave the group (committing what is stored, with ``commit``) and join again: the new
+        consumer starts from the committed offsets."""
+        self._close(commit)
+        self._consumer = self._subscribe(self._conf)
 
     @property
     def consumer(self) -> Consumer:
         return self._consumer
 
     def close(self) -> None:
-        _commit_quietly(self._consumer)  # exactly-once stores nothing: there is nothing to commit
-        self._consumer.close()
+        self._close(commit=True)
+
+    def _close(self, commit: bool) -> None:
+        if commit:
+            _commit_quietly(self._consumer)  # exactly-once stores nothing: there is nothing to commit
+        try:
+            self._consumer.close()
+        except KafkaException as exc:  # the broker is away: the group drops this member at its session's end
+            log.warning("consumer close: %s", exc.args[0])
 
 
 def _error(err: KafkaError) -> DeliveryError:
@@ -145,8 +176,14 @@ def _error(err: KafkaError) -> DeliveryError:
 
 class KafkaSink:
     def __init__(self, conf: dict[str, Any]) -> None:
+        self._conf = conf
         self._producer = Producer(conf)
         self._reports: dict[int, DeliveryError | None] = {}
+
+    def reopen(self) -> None:
+        """A new producer in place of one that failed for good; the old one's reports are dropped."""
+        self._producer.flush(0)
+        self._producer, self._reports = Producer(self._conf), {}
 
     def produce(self, topic: str, key: bytes | None, value: bytes, headers: Headers, token: int) -> None:
         def report(err: KafkaError | None, _msg: Message) -> None:
@@ -179,30 +216,49 @@ class KafkaSink:
 class KafkaTransactions:
     """The sink's producer in transactions that also commit the source consumer's offsets."""
 
-    def __init__(self, producer: Producer, source: KafkaSource, timeout_s: float) -> None:
-        self._producer, self._source, self._timeout_s = producer, source, timeout_s
+    def __init__(self, sink: KafkaSink, source: KafkaSource, timeout_s: float) -> None:
+        self._sink, self._source, self._timeout_s = sink, source, timeout_s
         # Fences a predecessor with the same transactional id and aborts what it left open.
-        producer.init_transactions(timeout_s)
+        sink.producer.init_transactions(timeout_s)
 
     def begin(self) -> None:
-        self._producer.begin_transaction()
+        self._sink.producer.begin_transaction()
 
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        producer = self._sink.producer
         if offsets:
-            self._producer.send_offsets_to_transaction(
+            producer.send_offsets_to_transaction(
                 [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 self._source.consumer.consumer_group_metadata(),
                 self._timeout_s,
             )
-        self._producer.commit_transaction(self._timeout_s)
+        producer.commit_transaction(self._timeout_s)
 
     def abort(self) -> None:
-        self._producer.abort_transaction(self._timeout_s)
+        self._sink.producer.abort_transaction(self._timeout_s)
+
+    def reopen(self) -> None:
+        self._sink.reopen()
+        # Retried until a broker answers: a fenced producer cannot be used, and the batch waits.
+        while True:
+            try:
+                self._sink.producer.init_transactions(self._timeout_s)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                log.warning("init_transactions: %s; trying again", exc.args[0])
 
     def rewind(self) -> None:
         consumer = self._source.consumer
-        assigned = consumer.assignment()
-        for tp in consumer.committed(assigned, timeout=self._timeout_s) if assigned else []:
-            # Nothing committed yet: back to the start, as auto.offset.reset=earliest would.
-            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        try:
+            assigned = consumer.assignment()
+            for tp in consumer.committed(assigned, timeout=self._timeout_s) if assigned else []:
+                # Nothing committed yet: back to the start, as auto.offset.reset=earliest would.
+                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as exc:
+            # The broker cannot say (restarting) or the assignment went: a new consumer starts
+            # from the committed offsets too.
+            log.warning("cannot rewind (%s): joining the group again", exc.args[0])
+            self._source.rejoin(commit=False)

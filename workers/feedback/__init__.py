@@ -11,8 +11,9 @@ handler returns, and the handler only returns once Redis and the DLQ acknowledge
 (transient failures are retried, never skipped). A redelivery after a crash, or a retry
 after a Redis timeout, counts nothing twice: each event's change is applied atomically
 with a marker under its id (``FeedbackEvent.event_id``, else topic:partition:offset), so
-bans follow exact counts. One gap is faust's: a graceful stop cancels the agent and acks
-the batch in hand, so stopping while Redis is down can lose that batch (a SIGKILL would not).
+bans follow exact counts. A graceful stop cancels the agent, and faust then acks the batch in
+hand; the agent holds its own reference on each message until the batch is applied
+(:func:`~workers.feedback.app.apply`), so that ack commits nothing and the batch comes again.
 """
 
 from workers.feedback.app import main, run_feedback

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import faust
 import faust.tables
+from faust.types import ConsumerT, Message
 
 from workers.adapters.kafka import KafkaSink
 from workers.adapters.redis_layout import Layout
@@ -17,34 +18,14 @@ from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
 from workers.delivery import DeadLetters
 from workers.feedback.handler import FeedbackHandler
+from workers.feedback.security import broker_credentials
 from workers.feedback.settings import FeedbackSettings
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
+from workers.probes import mark_ready
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
-
-# librdkafka client tunables in MODSTREAM_KAFKA_EXTRA mean nothing to aiokafka and are
-# ignored; security keys must be mapped, or the worker would connect without them.
-_SECURITY_KEYS = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"}
-
-
-def broker_credentials(settings: Settings) -> faust.SASLCredentials | faust.SSLCredentials | None:
-    """The librdkafka security settings, as faust (aiokafka) credentials."""
-    conf = {k: v for k, v in settings.kafka_common().items() if k in _SECURITY_KEYS or k.startswith(("ssl.", "sasl."))}
-    if unsupported := sorted(set(conf) - _SECURITY_KEYS - {"ssl.ca.location"}):
-        raise ValueError(f"the feedback worker cannot map these Kafka security settings to faust: {unsupported}")
-    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
-    context = ssl.create_default_context(cafile=conf.get("ssl.ca.location")) if protocol.endswith("SSL") else None
-    if protocol.startswith("SASL"):
-        mechanism = conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "PLAIN"))
-        return faust.SASLCredentials(
-            username=conf.get("sasl.username"),
-            password=conf.get("sasl.password"),
-            mechanism=mechanism,
-            ssl_context=context,
-        )
-    return faust.SSLCredentials(context) if context else None
 
 
 class NoTables(faust.tables.TableManager):
@@ -59,11 +40,32 @@ class NoTables(faust.tables.TableManager):
         await self.recovery.start()
 
 
-def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler) -> faust.App:
+async def apply(handler: FeedbackHandler, messages: Sequence[Message], consumer: ConsumerT) -> None:
+    """Hand one batch to ``handler``; its messages become committable only once it returned.
+
+    faust's ``take_events`` acks the batch in hand even when the agent is cancelled mid-batch (a
+    graceful stop): holding a reference of our own on each message keeps that ack from being the
+    last, so a batch not applied is never committed and comes again.
+    """
+    for m in messages:
+        m.incref()
+    now = time.monotonic()
+    # message.value is the record's bytes as consumed: what a dead letter must carry.
+    await handler.handle([InMsg(m.topic, m.partition, m.offset, m.key, m.value, now) for m in messages])
+    for m in messages:
+        m.ack(consumer)
+
+
+def build_app(
+    settings: Settings,
+    fb: FeedbackSettings,
+    handler: FeedbackHandler,
+    credentials: faust.types.auth.CredentialsT | None,
+) -> faust.App:
     app = faust.App(
         fb.app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
-        broker_credentials=broker_credentials(settings),
+        broker_credentials=credentials,
         broker_session_timeout=fb.session_timeout_s,
         broker_heartbeat_interval=fb.session_timeout_s / 3,
         consumer_auto_offset_reset="earliest",
@@ -84,17 +86,14 @@ def build_app(settings: Settings, fb: FeedbackSettings, handler: FeedbackHandler
     @app.agent(topic)
     async def feedback(stream: Any) -> None:
         async for events in stream.take_events(fb.batch_max_size, within=fb.batch_max_wait_s):
-            now = time.monotonic()
-            # message.value is the record's bytes as consumed: what a dead letter must carry.
-            await handler.handle(
-                [InMsg(m.topic, m.partition, m.offset, m.key, m.value, now) for m in (e.message for e in events)]
-            )
+            await apply(handler, [e.message for e in events], app.consumer)
 
     return app
 
 
 async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set (or faust crashes, which is raised); the batch in hand is settled first."""
+    credentials = broker_credentials(settings.kafka_common())  # before anything connects: raises Misconfigured
     timeout_s = settings.redis_timeout_s
     store = RedisReputationStore(
         settings.redis_url.get_secret_value(),
@@ -115,14 +114,16 @@ async def run_feedback(settings: Settings, fb: FeedbackSettings, stop: asyncio.E
         publish_timeout_s=settings.publish_timeout_s,
         retry_max_s=fb.retry_max_s,
     )
-    app = build_app(settings, fb, handler)
+    app = build_app(settings, fb, handler, credentials)
     try:
         await app.start()
+        mark_ready(True)
         log.info("feedback worker up: %s -> %s", settings.feedback_topic, settings.redis_prefix)
         await app.wait(stop.wait())  # returns early when the app crashes
         if app.crashed:
             raise RuntimeError("the feedback worker's faust app crashed") from app.crash_reason
     finally:
+        mark_ready(False)
         await app.stop()
         sink.flush(settings.publish_timeout_s)
         await store.close()
@@ -132,4 +133,4 @@ def main(settings: Settings | None = None, fb: FeedbackSettings | None = None) -
     """Entry point for ``modstream feedback``."""
     settings = settings or Settings()
     fb_settings = fb or FeedbackSettings()
-    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_feedback(settings, fb_settings, stop), settings)

@@ -17,6 +17,7 @@ from workers.config import Settings
 from workers.delivery import DeadLetters, deliver_dead_letters
 from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
+from workers.probes import mark_ready
 from workers.profiles.contract import ProfileWrite, plan
 from workers.profiles.metrics import DEAD_LETTERS, FIELDS, UPDATES
 from workers.records import Failure, InMsg
@@ -92,12 +93,14 @@ async def run_profiles(settings: Settings, stop: asyncio.Event) -> None:
             settings.publish_timeout_s,
         )
         log.info("profile ingester up: %s -> %s", settings.profiles_topic, settings.redis_prefix)
+        mark_ready(True)  # Redis and the DLQ are retried per batch: the consumer is the one dependency
         await ingester.run(stop)
     finally:
+        mark_ready(False)
         sink.flush(settings.publish_timeout_s)
         await store.close()
 
 
 def main(settings: Settings) -> None:
     """Entry point for ``modstream ingest-profiles``."""
-    run_until_signalled(lambda stop: run_profiles(settings, stop), settings.metrics_port)
+    run_until_signalled(lambda stop: run_profiles(settings, stop), settings)

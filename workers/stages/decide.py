@@ -11,9 +11,20 @@ import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 
-from schemas import FeatureRow, Reason, ReasonCode
+from schemas import Decision, FeatureRow, Reason, ReasonCode
 from workers.cards import DecisionModelCard, Thresholds
-from workers.features import FEATURE_VERSION, FEATURES, PostFacts, Profile, assemble, check_contract
+from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
+from workers.features import (
+    CAMPAIGN,
+    FEATURE_VERSION,
+    FEATURES,
+    MONOTONE,
+    ContractMismatch,
+    PostFacts,
+    Profile,
+    assemble,
+    check_contract,
+)
 from workers.isolation import each
 from workers.records import Failure, Outcome, Post, verdict_for
 
@@ -88,13 +99,14 @@ class DecisionModel:
         self.booster = booster
         self.thresholds = thresholds
         self.version = version
-        self._table, self._offsets, self._bias = path_tables(booster)
+        self._table, self._offsets, self.bias = path_tables(booster)
 
     @classmethod
     def load(cls, directory: Path) -> DecisionModel:
         card = DecisionModelCard.load(directory)
         check_contract(card.features, card.feature_version)
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
+        check_directions(booster, directory)
         return cls(booster, card.thresholds, card.version)
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -103,8 +115,20 @@ class DecisionModel:
         # OpenMP start-up costs more than it saves on a micro-batch.
         leaves = np.asarray(self.booster.predict(rows, pred_leaf=True, num_threads=1), dtype=np.int64)
         contrib: FloatArray = self._table[self._offsets + leaves.reshape(len(rows), -1)].sum(axis=1)
-        raw = self._bias + contrib.sum(axis=1)
+        raw = self.bias + contrib.sum(axis=1)
         return 1.0 / (1.0 + np.exp(-raw)), contrib
+
+
+def check_directions(booster: lgb.Booster, where: Path) -> None:
+    """Refuse a model trained without the known directions (features.DIRECTIONS): one that could
+    learn that a lower text score, or more accounts sharing a link, raises the spam score."""
+    raw = (booster.params or {}).get("monotone_constraints", [])
+    given = tuple(int(x) for x in (raw.split(",") if isinstance(raw, str) else raw))
+    if given != MONOTONE:
+        raise ContractMismatch(
+            f"{where}: decision model trained without this worker's monotone constraints; "
+            "retrain with `modstream train-decision`"
+        )
 
 
 def facts_of(post: Post) -> PostFacts:
@@ -132,6 +156,31 @@ def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> l
     ]
 
 
+def judge(
+    model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, campaign_action: CampaignAction
+) -> tuple[Decision, list[Reason]]:
+    """The decision and its reasons. A post the campaign signals took out of "allow" (without their
+    push it would be decided lower) gets ``campaign_action``, and its first reason names the
+    campaign signal that pushed most."""
+    decision, reasons = model.thresholds.classify(prob), top_reasons(row, contrib)
+    push = np.where(CAMPAIGN_MASK, np.maximum(contrib, 0.0), 0.0)
+    if decision == "allow" or not push.any():
+        return decision, reasons
+    raw = model.bias + float(contrib.sum()) - float(push.sum())
+    without = model.thresholds.classify(float(1 / (1 + np.exp(-raw))))
+    if without == decision:
+        return decision, reasons
+    i = int(np.argmax(push))
+    value = "missing" if math.isnan(row[i]) else f"{row[i]:.4g}"
+    return campaign_action, [
+        Reason.of("campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}) decided it: {campaign_action}"),
+        *reasons,
+    ]
+
+
+CAMPAIGN_MASK = np.array([f in CAMPAIGN for f in FEATURES])
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     post: Post
@@ -147,6 +196,7 @@ def decide(
     model_versions: dict[str, str],
     unavailable: Unavailable,
     ngram_probs: Sequence[float | None] | None = None,
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on."""
     rows, failures = each(
@@ -162,12 +212,12 @@ def decide(
 
     def verdict(i: int) -> Outcome:
         prob, tp = float(probs[i]), rows[i].text_prob
-        reasons = top_reasons(matrix[i], contribs[i])
+        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
         if unavailable:
             reasons.append(unavailable.reason)
         return verdict_for(
             rows[i].post,
-            decision=model.thresholds.classify(prob),
+            decision=decision,
             score=prob,
             reasons=reasons,
             stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),

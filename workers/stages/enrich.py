@@ -16,12 +16,12 @@ STAGE = "enrich"
 
 def profile_keys(post: Post, ks: Keyspace) -> tuple[str | None, ...]:
     """Keys in :class:`Profile` order (user, url, domain, ip); None where the post has no such entity."""
-    link = post.links[0] if post.links else None
+    link, ip = post.links[0] if post.links else None, post.event.ip
     return (
         ks.user(post.event.user_id),
         ks.url(link.url) if link else None,
         ks.domain(link.domain) if link else None,
-        ks.ip(str(post.event.ip)),
+        ks.ip(ip) if ip is not None else None,
     )
 
 
@@ -30,8 +30,7 @@ async def enrich(posts: Sequence[Post], store: HashStore, ks: Keyspace, snapshot
     per_post = [profile_keys(p, ks) for p in posts]
     # Each key once: a burst from one user or one domain shares its hashes.
     flat = list(dict.fromkeys(k for keys in per_post for k in keys if k is not None))
-    bands = signals.band_hashes([p.text for p in posts]) if posts else []
-    plans = [signals.plan(p, b, ks, snapshot_ttl_s) for p, b in zip(posts, bands, strict=True)]
+    plans = signals.plans(posts, ks, snapshot_ttl_s)
     hashes, seen = await store.enrich(flat, plans)
     found = dict(zip(flat, hashes, strict=True))
 

@@ -88,7 +88,7 @@ def _check(post: Post, bans: BanList, model_versions: dict[str, str]) -> Outcome
         for link in post.links
         if (hit := bans.domain_hit(link.host))
     ]
-    if ip_hit := bans.ip_hit(post.event.ip):
+    if post.event.ip is not None and (ip_hit := bans.ip_hit(post.event.ip)):
         reasons.append(Reason.of("banned_ip", f"{post.event.ip} matches banned {ip_hit}"))
     if not reasons:
         return post

@@ -1,0 +1,88 @@
+"""A bundle with another text model promoted under load: Triton loads its version, the running worker
+switches between batches, nothing is lost or restarted, and the old version is unloaded."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from modstream.demo import WorkerThread
+from modstream.promotion import TextServing, promote, rollback
+from modstream.stack import Endpoints, create_topics
+from modstream.traffic import Collector, Record, produce_all
+from modstream.triton_repo import RepoOptions, build_repo, versions
+from tests.integration.conftest import run_settings
+from tests.unit.fakes import event, tiny_decision_model
+from workers.adapters.triton import TritonControl, triton_version
+from workers.features import FEATURE_VERSION, FEATURES
+
+pytestmark = pytest.mark.integration
+
+
+def decision_bundle(path: Path, text_dir: Path, version: str, seed: int) -> Path:
+    (path / "decision").mkdir(parents=True)
+    (path / "text").symlink_to(text_dir)
+    tiny_decision_model(seed=seed, version=version).booster.save_model(str(path / "decision" / "model.txt"))
+    card = {"features": list(FEATURES), "feature_version": FEATURE_VERSION, "version": version}
+    (path / "decision" / "card.json").write_text(json.dumps(card | {"thresholds": {"block": 0.8, "allow": 0.2}}))
+    return path
+
+
+def test_a_promoted_text_model_is_served_hot_and_rolled_back(
+    stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    name = f"hot_{run}"  # a Triton model of this test's own: the session's spam_text stays as it is
+    build_repo("cpu-embedded", tiny_model_dir, triton_repo, RepoOptions(instances=1), name=name)
+    control = TritonControl(stack.triton_grpc, 60)
+    control.load(name)
+    a = decision_bundle(tmp_path / "a", tiny_model_dir, "dec-a", 0)
+    b = decision_bundle(tmp_path / "b", tiny_challenger_text_dir, "dec-b", 1)
+    link = tmp_path / "current"
+    link.symlink_to(a)
+    settings = run_settings(
+        stack, link, run, triton_model=name, triton_repo=triton_repo, model_reload_s=0.2, batch_max_size=8
+    )
+    create_topics(settings.kafka_bootstrap, {settings.input_topic: 2, settings.output_topic: 2, settings.dlq_topic: 1})
+    serving = TextServing(triton_repo / name, control, idle_s=1.0, drain_min_s=1.0, drain_max_s=30.0)
+    records = [Record(f"p{i}", event(f"p{i}", f"post {i}: buy cheap pills" if i % 3 else f"hello {i}"), None)
+               for i in range(240)]  # fmt: skip
+    collector = Collector(settings, f"collector-{run}")
+    worker = WorkerThread(settings)
+    stop_sending = threading.Event()
+
+    def send() -> None:  # a steady stream across the promotion and the rollback
+        for i in range(0, len(records), 8):
+            produce_all(settings, records[i : i + 8])
+            time.sleep(0.1)
+        stop_sending.set()
+
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        assert collector.wait_for([r.key for r in records[:40]], 60)
+        promoted = promote(link, b, serving)
+        assert collector.wait_for([r.key for r in records[:160]], 60)
+        rolled_back = rollback(link, serving)
+        sender.join(60)
+        assert collector.wait_for([r.key for r in records], 60), "a post got no verdict"
+    finally:
+        stop_sending.wait(60)
+        worker.close()  # raises what ended the worker early, if anything did
+        collector.close()
+    out = collector.outcomes
+    assert not out.dead_letters and set(out.verdicts) == {r.key for r in records}  # 0 lost
+    pairs = [(v.model_versions["text"], v.model_versions["decision"]) for v in out.verdicts.values()]
+    # Every batch is scored and decided by one bundle's models, never a mix, and never degraded.
+    assert set(pairs) == {("tiny0001", "dec-a"), ("tiny0002", "dec-b")}
+    assert not any(v.degraded for v in out.verdicts.values())
+    assert (promoted.text_changed, promoted.retired) == (True, ["tiny0001"])
+    assert rolled_back.retired == ["tiny0002"]
+    assert versions(triton_repo / name) == {triton_version("tiny0001"): "tiny0001"}
+    assert not control.ready(name, triton_version("tiny0002"))
+    control.close()

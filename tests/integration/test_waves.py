@@ -1,0 +1,171 @@
+"""Generated waves through the whole pipeline on the real stack, with the real default models:
+a coordinated campaign is seen, and people sharing the news or greeting each other are not punished.
+
+Every account is brand new (no profile in Redis). Posts are half a second apart in event time
+(the signals count event time), sent at once and counted in that order."""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from rich.console import Console
+
+from modstream.artifacts import ensure_models
+from modstream.demo import worker_settings
+from modstream.stack import LocalStack, create_topics
+from modstream.traffic import Record
+from modstream.triton_repo import build_repo
+from schemas import Verdict
+from tests.integration.conftest import run_worker
+from workers.keyspace import Keyspace
+from workers.signals import MINUTES
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CAMPAIGN_DOMAIN = "brightpagehub.net"  # new: no profile, never seen
+NEWS_URL = "https://www.northgazette.co.uk/world/2026/11/23/coastal-summit-reaches-agreement"
+CAMPAIGN_VARIANTS = [
+    f"{opener} {middle}{end}"
+    for opener in ("new post on my page,", "New post on my page -", "just put a new post on my page,", "my new post:")
+    for middle in ("have a look", "take a look")
+    for end in ("", " :)")
+]  # 16 variants of one harmless-looking sentence
+SCRIPTED = [  # one script, replayed to the millisecond by every account
+    {"name": "open_composer", "offset_ms": 0},
+    {"name": "paste_link", "offset_ms": 412},
+    {"name": "submit", "offset_ms": 655},
+]
+OPENERS = [
+    "wow,",
+    "Finally!",
+    "big news:",
+    "this is good to hear.",
+    "read this",
+    "huh.",
+    "about time!",
+    "ok so",
+    "",
+    "Sharing this:",
+    "worth reading",
+    "hope it holds",
+]
+TAKES = [
+    "the summit actually reached a deal",
+    "they agreed on the coastal plan",
+    "an agreement after all those talks",
+    "the coast gets its protection funds",
+    "my town is on the list",
+    "did not expect a deal this week",
+    "the fishing quotas part is interesting",
+    "my dad will be pleased",
+    "good for the harbour towns",
+    "curious how they pay for it",
+]
+GREETINGS = [
+    "good morning everyone, have a lovely day",
+    "Good morning everyone! have a lovely day",
+    "good morning everyone, have a lovely day :)",
+    "good morning everyone have a lovely day!!",
+]
+
+
+def human_journey(rng: random.Random) -> list[dict[str, object]]:
+    t, out = 0, []
+    for name in ("open_composer", "type_text", *(["paste_link"] if rng.random() < 0.7 else []), "submit"):
+        out.append({"name": name, "offset_ms": t})
+        t += int(rng.lognormvariate(8.0, 0.8))
+    return out
+
+
+def waves(run: str, start: datetime) -> dict[str, list[dict[str, object]]]:
+    rng = random.Random(29)
+    takes = rng.sample([f"{o} {t}".strip() for o in OPENERS for t in TAKES], 60)
+
+    def event(wave: str, i: int, text: str, journey: list[dict[str, object]], urls: list[str]) -> dict[str, object]:
+        return {
+            "post_id": f"{wave}-{run}-{i}",
+            "user_id": f"{wave}-{run}-{i}",  # each its own account, unknown to the platform
+            "created_at": (start + timedelta(seconds=0.5 * i)).isoformat().replace("+00:00", "Z"),
+            "text": text,
+            "urls": urls,
+            "ip": f"198.51.{100 + list(WAVES).index(wave)}.{10 + i}",
+            "platform": "web",
+            "journey": journey,
+        }
+
+    return {
+        "campaign": [
+            event(
+                "campaign",
+                i,
+                f"{rng.choice(CAMPAIGN_VARIANTS)} https://{CAMPAIGN_DOMAIN}/p/{uuid.uuid4().hex[:10]}",
+                SCRIPTED,
+                [],
+            )
+            for i in range(36)
+        ],
+        "news": [event("news", i, take, human_journey(rng), [NEWS_URL]) for i, take in enumerate(takes)],
+        "greeting": [event("greeting", i, rng.choice(GREETINGS), human_journey(rng), []) for i in range(60)],
+    }
+
+
+WAVES = ("campaign", "news", "greeting")
+
+
+def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
+    models = ensure_models(Console(stderr=True))
+    now = datetime.now(UTC)
+    start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)  # one 10-min bucket
+    with tempfile.TemporaryDirectory(prefix="modstream-waves-") as tmp:
+        repo = build_repo("cpu-embedded", models.text, Path(tmp) / "triton_repo")
+        with LocalStack(Path(tmp) / "stack", repo) as ep:
+            run = uuid.uuid4().hex[:8]
+            settings = worker_settings(ep, models.bundle, run)
+            create_topics(
+                ep.kafka_bootstrap, {settings.input_topic: 1, settings.output_topic: 1, settings.dlq_topic: 1}
+            )
+            # A major outlet: the platform has known the domain for years.
+            r = redis.Redis.from_url(ep.redis_url)
+            years_ago = str(int((now - timedelta(days=5000)).timestamp()))
+            mapping = {"created_at": years_ago, "reputation": "0.97", "posts": "250000", "reports": "3"}
+            r.hset(Keyspace(settings.redis_prefix).domain("northgazette.co.uk"), mapping=mapping)
+            posts = waves(run, start)
+            records = [
+                Record(str(e["post_id"]), json.dumps(e).encode(), None)
+                for i in range(60)
+                for wave in WAVES
+                if i < len(posts[wave])
+                for e in [posts[wave][i]]
+            ]
+            verdicts = run_worker(settings, records, timeout_s=240).outcomes.verdicts
+    got = {w: [verdicts[str(e["post_id"])] for e in posts[w]] for w in WAVES}
+    for w in WAVES:
+        print(w, _table(got[w][:20]), _table(got[w][-20:]))
+    campaign = got["campaign"][9:]  # from its 10th post
+    stopped = sum(v.decision != "allow" for v in campaign) / len(campaign)
+    blocked = sum(v.decision == "block" for v in campaign) / len(campaign)
+    assert stopped >= 0.9 and blocked >= 0.5, _explain(campaign)
+    assert all(any(r.code == "campaign" for r in v.reasons) for v in campaign if v.decision == "block"), _explain(
+        campaign
+    )
+    news = got["news"]
+    assert not [v for v in news if v.decision == "block"], _explain(news)
+    assert sum(v.decision == "review" for v in news) <= 0.05 * len(news), _explain(news)
+    assert not [v for v in got["greeting"] if v.decision == "block"], _explain(got["greeting"])
+
+
+def _table(vs: list[Verdict]) -> str:
+    c = Counter(v.decision for v in vs)
+    return f"{c['allow']} / {c['review']} / {c['block']}"
+
+
+def _explain(vs: list[Verdict]) -> str:
+    return "\n".join(f"{v.post_id} {v.decision} {v.score:.3f} {[r.detail for r in v.reasons]}" for v in vs)
