@@ -73,12 +73,12 @@ async def check(settings: Settings, timeout_s: float, models: bool = True) -> li
             await triton.connect()  # raises unless Triton serves the bundle's text model
         finally:
             await triton.close()
-        return f"{settings.triton_url} serves {settings.triton_model} for text model {text}"
+        return f"{settings.triton_url} serves {settings.triton_model} at text model version {text}"
 
     async def contract(triton_up: bool) -> str:
         loaded = await asyncio.to_thread(load_models, settings)
         if not triton_up:
-            raise RuntimeError("triton is down or does not serve the bundle's text model")
+            raise RuntimeError(f"triton is down or does not serve the bundle's text model {loaded.text_version}")
         return f"decision {loaded.decision.version} on features of this code, text {loaded.text_version}"
 
     probes = [_run("kafka", kafka, timeout_s), _run("redis", redis, timeout_s)]

@@ -16,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 from modstream.stack import Endpoints, create_topics
 from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
 from tests.conftest import first_record
+from workers.adapters.triton import triton_version
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ def test_triton_infer(client: grpcclient.InferenceServerClient, batch: int, seq:
 
     assert logits.shape == (batch, NUM_LABELS) and logits.dtype == np.float32
     assert np.isfinite(logits).all()
-    assert client.get_model_config(MODEL_NAME).config.parameters["model_version"].string_value == "tiny0001"
+    assert client.is_model_ready(MODEL_NAME, str(triton_version("tiny0001")))  # the version the card names
 
 
 def test_triton_dynamic_batch_of_mixed_lengths(client: grpcclient.InferenceServerClient) -> None:

@@ -193,7 +193,9 @@ def test_bundles_and_the_triton_repository_share_one_volume_so_promotion_works(o
     assert model_dir.startswith(f"{MODELS}/")
     (triton,) = by_kind(objects, "Deployment")["triton"]["spec"]["template"]["spec"]["containers"]
     assert f"--model-repository={MODELS}/triton_repo" in triton["args"]
-    assert "--model-control-mode=explicit" in triton["args"]
+    # Each Triton replica loads a promoted text model's version from the shared repository itself.
+    assert "--model-control-mode=poll" in triton["args"]
+    assert config["MODSTREAM_TRITON_REPO"] == f"{MODELS}/triton_repo"
     # Nothing copies models into a pod any more: the volume is the one copy.
     assert not [c for o in workloads(objects).values() for c in containers(o) if c.get("command", [""])[0] == "cp"]
 

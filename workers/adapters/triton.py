@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.grpc.aio import InferenceServerClient
+from tritonclient.utils import InferenceServerException
 
 
 class NotServed(RuntimeError):
@@ -82,8 +83,13 @@ class TritonControl:
 
     def load(self, model: str) -> None:
         """Load ``model`` as its repository directory stands: versions added load, versions removed unload,
-        the others keep serving. Raises when Triton cannot."""
-        self._client.load_model(model, client_timeout=self.timeout_s)
+        the others keep serving. Raises when Triton cannot. A Triton polling its repository (several
+        replicas on one shared volume) refuses explicit loads and follows the directory by itself."""
+        try:
+            self._client.load_model(model, client_timeout=self.timeout_s)
+        except InferenceServerException as exc:
+            if "polling is enabled" not in str(exc):
+                raise
 
     def ready(self, model: str, number: int) -> bool:
         return bool(self._client.is_model_ready(model, str(number), client_timeout=self.timeout_s))
