@@ -18,6 +18,7 @@ from modstream.demo import simulated_labels
 from modstream.loop.rescore import OnnxText
 from modstream.stack import Endpoints, create_topics
 from modstream.traffic import produce_all
+from modstream.triton_repo import MODEL_NAME, build_repo
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
 from tests.integration.test_train_text import tiny_base
@@ -67,6 +68,8 @@ def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
     assert not (out / "work").exists()
     ids, mask = TextEncoder(out / "text" / "tokenizer.json", text.max_length).encode(["great deal click now"])
     assert asyncio.run(OnnxText(out / "text").logits(ids, mask)).shape == (1, 2)
+    repo = build_repo("cpu-embedded", out / "text", tmp_path / "repo")  # what a promotion loads into Triton
+    assert (repo / MODEL_NAME / "config.pbtxt").is_file()
 
     # The default gate cannot tell on 64 held-out posts: it says how many more labels it needs.
     strict = CliRunner().invoke(app, [*args, "--base", str(tiny_base), "--epochs", "1"], env=env)
