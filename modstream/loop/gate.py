@@ -24,7 +24,6 @@ from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom  # type: ignore[import-untyped]  # no stubs in the environment
 
 from workers.cards import Thresholds
 
@@ -72,6 +71,13 @@ def needed(k: int, n: int, limit: float, confidence: float) -> int | None:
         else:
             m = mid
     return m - n
+
+
+def sign_test(k: int, n: int) -> float:
+    """One-sided p of at least ``k`` of ``n`` coin flips coming up heads: P(X >= k), X ~ Bin(n, 1/2)."""
+    if n == 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(max(k, 0), n + 1)) / 2**n)
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ class Gate:
         bound("ham blocked", c.ham_blocked, c.ham, self.max_ham_blocked, True, c.ham / c.n)
         # Precision is 1 - the share of blocked posts that are ham: bounded the same way.
         bound("ham among blocked", c.ham_blocked, c.blocked, 1 - self.min_block_precision, True, c.blocked / c.n)
-        p = float(binom.sf(won - 1, won + lost, 0.5)) if won + lost else 1.0
+        p = sign_test(won, won + lost)
         if won <= lost:
             failures.append(
                 f"no better than the champion: block-F1 {c.block_f1:.3f} vs {champion.block_f1:.3f}, "
@@ -208,7 +214,7 @@ def _sign_test_labels(won: int, lost: int, n: int, confidence: float) -> int:
     m = n
     while m <= MAX_LABELS:
         d = max(1, round(rate * m))
-        if binom.sf(math.ceil(share * d) - 1, d, 0.5) <= 1 - confidence:
+        if sign_test(math.ceil(share * d), d) <= 1 - confidence:
             return m - n
         m = math.ceil(m * 1.25)
     return MAX_LABELS

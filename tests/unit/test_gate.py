@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from modstream.loop.gate import REVIEW_FLOOR, Gate, Outcome, Side, needed, paired, settled, wilson
+from modstream.loop.gate import REVIEW_FLOOR, Gate, Outcome, Side, needed, paired, settled, sign_test, wilson
 from workers.cards import Thresholds
 
 
@@ -21,6 +21,11 @@ def test_wilson_bounds() -> None:
     assert hi == pytest.approx(1) and lo == pytest.approx(0.965, abs=1e-3)
     assert wilson(30, 100, 0.95)[0] == pytest.approx(1 - wilson(70, 100, 0.95)[1])  # symmetric
     assert wilson(30, 100, 0.99)[0] < wilson(30, 100, 0.95)[0] < 0.3 < wilson(30, 100, 0.95)[1]
+
+
+def test_the_sign_test_is_the_binomial_tail() -> None:
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1 / 8 and sign_test(2, 3) == 4 / 8
+    assert sign_test(15, 20) == pytest.approx(0.020695, abs=1e-6)
 
 
 def test_how_many_more_settles_a_bound_at_the_rate_seen() -> None:
