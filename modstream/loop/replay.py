@@ -119,6 +119,11 @@ def replay(
     if not recorded:
         raise ReplayError(f"no verdicts on {settings.output_topic!r} in the range")
     todo = stale(recorded.values(), text_version)
+    if triton_model is not None and not todo:  # an option that would not take effect is refused
+        raise ReplayError(
+            f"--triton-model {triton_model!r} would not be asked: the bundle's text model {text_version!r} "
+            "scored every verdict in the range"
+        )
     name, models = triton_model or settings.shadow_triton_model, models or triton(settings)
     rescored = _rescored(settings, bundle, todo, name, models, lookback) if todo else Rescored([], 0)
     fresh = {v.post_id: v for v in rescored.verdicts}

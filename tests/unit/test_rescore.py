@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.loop.replay import replay
+from modstream.loop.replay import ReplayError, replay
 from modstream.loop.rescore import LOOKBACK, NGRAM, SKEW, TEXT, in_process, posts_by_id, posts_range, rescore, stale
 from modstream.topics import Range
 from schemas import Verdict
@@ -164,6 +164,16 @@ def test_replay_with_the_serving_text_model_creates_no_client(
     assert models.names == [] and report.reproduced == 1.0 and report.comparison.posts == len(logged)
     body = json.loads((tmp_path / "out" / "replay.json").read_text())
     assert (body["rescored"], body["no_post_event"], body["triton_model"]) == (0, 0, None)
+
+
+def test_a_triton_model_named_for_a_replay_with_nothing_to_rescore_is_refused(
+    encoder: TextEncoder, tokenizer_json: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_topics(monkeypatch, asyncio.run(recorded(encoder)), BATCH)
+    served = bundle(tmp_path / "b", tokenizer_json, "fake-1")
+    with pytest.raises(ReplayError, match="--triton-model 'spam_text_x' would not be asked"):
+        replay(Settings(), served, Range(), tmp_path / "out", triton_model="spam_text_x")
+    assert not (tmp_path / "out").exists()
 
 
 def test_replay_with_another_text_model_rescores_and_names_it(
