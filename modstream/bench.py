@@ -23,14 +23,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -41,13 +44,14 @@ from rich.console import Console
 from modstream.artifacts import Models, ensure_models
 from modstream.bench_signals import SignalCost, signal_cost
 from modstream.demo import seed_redis
+from modstream.promotion import TextServing, promote
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.traffic import Collector, Record, produce_all
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from training.corpus import load_spamassassin
 from training.posts import post_splits
 from training.simulator import Simulator
-from workers.adapters.triton import TritonTextModel
+from workers.adapters.triton import TritonControl, TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings, cache_root
 from workers.keyspace import Keyspace
@@ -87,6 +91,12 @@ class BenchDetails:
     exactly_once_posts_per_s: float = 0.0
     exactly_once_p50_ms: float = 0.0
     exactly_once_p99_ms: float = 0.0
+    # A bundle with another text model promoted mid-run (Triton loads it, the worker switches
+    # between batches): throughput, p99 at the latency phase's load, and the verdicts per text model.
+    hot_swap_posts_per_s: float = 0.0
+    hot_swap_p99_ms: float = 0.0
+    hot_swap_promote_s: list[float] = field(default_factory=list)  # each promotion's wall time, load and drain
+    hot_swap_verdicts_by_text: list[dict[str, int]] = field(default_factory=list)
     lost_by_phase: dict[str, int] = field(default_factory=dict)
     signals: SignalCost | None = None
     ratios: dict[str, float] = field(default_factory=dict)
@@ -251,12 +261,44 @@ class Phase:
     lost: int
     latencies_ms: list[float]
     cpu_s: dict[str, float]
+    by_text: dict[str, int] = field(default_factory=dict)  # verdicts per text model version
+
+
+@dataclass(frozen=True)
+class HotSwap:
+    """Two bundles that differ in their text model (the served one's weights under another card version,
+    so Triton loads a real second model) and the link workers serve from, promoted back and forth."""
+
+    link: Path
+    bundles: tuple[Path, Path]
+    serving: TextServing
+
+    @classmethod
+    def prepare(cls, models: Models, repo: Path, ep: Endpoints, work: Path) -> HotSwap:
+        other = work / "swap_bundle"
+        shutil.rmtree(other, ignore_errors=True)
+        shutil.copytree(models.text, other / "text", symlinks=True)
+        card = TextModelCard.load(models.text)
+        card.model_copy(update={"version": f"{card.version}-swap"}).save(other / "text")
+        (other / "decision").symlink_to(models.decision.resolve())
+        link = work / "current"
+        link.unlink(missing_ok=True)
+        link.symlink_to(models.bundle.resolve())
+        serving = TextServing(repo / MODEL_NAME, TritonControl(ep.triton_grpc, 120.0))
+        return cls(link, (models.bundle.resolve(), other), serving)
+
+    def promote_other(self) -> float:
+        """Promote the bundle not served now; returns the promotion's wall time."""
+        started = time.perf_counter()
+        promote(self.link, self.bundles[self.link.resolve() == self.bundles[0]], self.serving)
+        return round(time.perf_counter() - started, 2)
 
 
 class KafkaBench:
     def __init__(self, ep: Endpoints, stack: LocalStack, models: Models, work: Path) -> None:
         self.ep, self.stack, self.models, self.work = ep, stack, models, work
         self.n = 0
+        self.during_s: float | None = None  # what the last run's ``during`` returned
 
     def settings(self, **overrides: object) -> Settings:
         self.n += 1
@@ -284,9 +326,17 @@ class KafkaBench:
         out["worker"] = cpu_seconds(worker_pid)
         return out
 
-    def run(self, records: Sequence[Record], rate: float | None = None, **overrides: object) -> Phase:
+    def run(
+        self,
+        records: Sequence[Record],
+        rate: float | None = None,
+        during: Callable[[], float] | None = None,
+        at_s: float = 0.0,
+        **overrides: object,
+    ) -> Phase:
         """Throughput runs (``rate`` None) time each output by its producer timestamp and read
-        them with a lazy consumer; paced runs time outputs by when they are read."""
+        them with a lazy consumer; paced runs time outputs by when they are read. ``during`` is
+        called ``at_s`` after the timed records start (a promotion mid-run)."""
         s = self.settings(**overrides)
         shadow = {s.shadow_topic: 4} if s.shadow_model_dir else {}
         create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1, **shadow})
@@ -299,8 +349,11 @@ class KafkaBench:
                 if not collector.wait_for([r.key for r in warm], 120):
                     raise RuntimeError(f"the worker never answered; see {self.work / 'worker.log'}")
                 before = self._cpu(proc.pid)
-                sent = produce_all(s, records, rate=rate, producer=producer)
-                collector.wait_for([r.key for r in records], 60 + len(records) / 20)
+                with ThreadPoolExecutor(1) as pool:
+                    midway = pool.submit(_after, at_s, during) if during else None
+                    sent = produce_all(s, records, rate=rate, producer=producer)
+                    collector.wait_for([r.key for r in records], 60 + len(records) / 20)
+                    self.during_s = midway.result() if midway else None  # raises what the promotion raised
                 after = self._cpu(proc.pid)
         finally:
             collector.close()
@@ -314,7 +367,13 @@ class KafkaBench:
             lost=len(keys) - len(done),
             latencies_ms=out.latencies_ms({k: sent[k] for k in keys}),
             cpu_s={k: round(after[k] - before.get(k, 0.0), 3) for k in after},
+            by_text=dict(Counter(v.model_versions["text"] for v in out.verdicts.values())) if during else {},
         )
+
+
+def _after(delay_s: float, action: Callable[[], float]) -> float:
+    time.sleep(delay_s)
+    return action()
 
 
 def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
@@ -436,7 +495,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
         d.pipeline_with_shadow_cpu_s = shadowed.cpu_s
         with step("4/8 naive baseline (one post at a time)"):
-            one_at_a_time = {"batch_max_size": 1, "triton_max_in_flight": 1}
+            one_at_a_time: dict[str, Any] = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)
@@ -461,6 +520,23 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.exactly_once_posts_per_s = round(eos.rate, 1)
         d.exactly_once_p50_ms = round(float(np.percentile(eos_lat.latencies_ms, 50)), 1)
         d.exactly_once_p99_ms = round(float(np.percentile(eos_lat.latencies_ms, 99)), 1)
+        with step("   lever: a bundle with another text model promoted mid-run: throughput, then latency"):
+            swap = HotSwap.prepare(models, repo, ep, out)
+            promote_s = []
+            swapped = kb.run(
+                relabel(records, "swap-"), during=swap.promote_other, at_s=len(records) / pipe.rate / 2,
+                model_dir=swap.link, triton_repo=repo,
+            )  # fmt: skip
+            promote_s.append(kb.during_s)
+            swapped_lat = kb.run(
+                relabel(lat_records, "swap-"), rate=load, during=swap.promote_other, at_s=latency_s / 2,
+                model_dir=swap.link, triton_repo=repo,
+            )  # fmt: skip
+            promote_s.append(kb.during_s)
+        d.hot_swap_posts_per_s = round(swapped.rate, 1)
+        d.hot_swap_p99_ms = round(float(np.percentile(swapped_lat.latencies_ms, 99)), 1)
+        d.hot_swap_promote_s = [t for t in promote_s if t is not None]
+        d.hot_swap_verdicts_by_text = [swapped.by_text, swapped_lat.by_text]
         with step("8/8 cost of the stream-kept signals and the logged feature row"):
             d.signals = signal_cost(ep.redis_url, records, Settings().batch_max_size, "modstream-bench-signals:")
         phases = {
@@ -472,6 +548,8 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             "latency": lat,
             "exactly_once": eos,
             "exactly_once_latency": eos_lat,
+            "hot_swap": swapped,
+            "hot_swap_latency": swapped_lat,
         }
         result.lost = sum(p.lost for p in phases.values())
         d.lost_by_phase = {name: p.lost for name, p in phases.items()}
@@ -480,6 +558,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             "pipeline_with_shadow_over_model_only": round(
                 d.pipeline_with_shadow_posts_per_s / result.model_only_posts_per_s, 3
             ),
+            "hot_swap_over_model_only": round(d.hot_swap_posts_per_s / result.model_only_posts_per_s, 3),
             "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
         }
         result.details = d

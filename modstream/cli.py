@@ -185,17 +185,19 @@ def models(ctx: typer.Context) -> None:
     print(ensure_models(console).bundle)
 
 
-def _text_serving(settings: Settings) -> TextServing | None:
-    """Triton's repository and control API, for a promotion that brings another text model; None when
-    MODSTREAM_TRITON_REPO is unset (then such a promotion is refused)."""
+def _text_serving(settings: Settings, name: str | None = None) -> TextServing | None:
+    """Triton's repository and control API for the Triton model ``name`` (default the served one's), for a
+    promotion that brings another text model; None when MODSTREAM_TRITON_REPO is unset (then such a
+    promotion is refused)."""
     from modstream.promotion import TextServing
+    from modstream.triton_repo import ensure_model
     from workers.adapters.triton import TritonControl
 
     if settings.triton_repo is None:
         return None
     reload_s = settings.model_reload_s or 5.0
     return TextServing(
-        settings.triton_repo / settings.triton_model,
+        ensure_model(settings.triton_repo, name or settings.triton_model, like=settings.triton_model),
         TritonControl(settings.triton_url, max(settings.triton_timeout_s, 60.0)),  # a load takes seconds
         idle_s=reload_s,
         drain_min_s=2 * reload_s,
@@ -228,6 +230,23 @@ def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text
     settings = _settings()
     try:
         switch = promote(settings.model_dir, bundle, _text_serving(settings))
+    except (PromotionError, DatasetError) as exc:
+        _misconfigured(str(exc))
+    _switched(switch)
+
+
+@models_app.command("shadow")
+def models_shadow(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to shadow")]) -> None:
+    """Shadow BUNDLE: load its text model into Triton as the challenger's if it is another one, then swap
+    the MODSTREAM_SHADOW_MODEL_DIR link; running workers switch the challenger between batches."""
+    from modstream.promotion import PromotionError, shadow
+    from training.dataset import DatasetError
+
+    settings = _settings()
+    if settings.shadow_model_dir is None:
+        _misconfigured("MODSTREAM_SHADOW_MODEL_DIR is unset: name the challenger's link, the one workers shadow")
+    try:
+        switch = shadow(settings.shadow_model_dir, bundle, _text_serving(settings, settings.shadow_triton_model))
     except (PromotionError, DatasetError) as exc:
         _misconfigured(str(exc))
     _switched(switch)

@@ -199,6 +199,14 @@ def promote(link: Path, bundle: Path, serving: TextServing | None = None) -> Swi
     return _swap(link, bundle, "promote", serving)
 
 
+def shadow(link: Path, bundle: Path, serving: TextServing | None = None) -> Switch:
+    """Shadow BUNDLE: the challenger's link (MODSTREAM_SHADOW_MODEL_DIR) swapped as the served one's,
+    its text model loaded into the challenger's Triton model first."""
+    if not bundle.is_dir():
+        raise PromotionError(f"{bundle} is not a bundle directory (text/ and decision/)")
+    return _swap(link, bundle, "shadow", serving)
+
+
 def rollback(link: Path, serving: TextServing | None = None) -> Switch:
     stack = _stack(link)
     if len(stack) < 2:

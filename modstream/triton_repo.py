@@ -193,6 +193,17 @@ def versions(model_root: Path) -> dict[int, str]:
     }
 
 
+def ensure_model(repo: Path, name: str, like: str = MODEL_NAME) -> Path:
+    """``<repo>/<name>``, made from ``like``'s config when it does not exist yet (a challenger's model,
+    configured as the champion's). Returns the model directory."""
+    root = repo / name
+    if not (root / "config.pbtxt").is_file():
+        config = (repo / like / "config.pbtxt").read_text()
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "config.pbtxt").write_text(config.replace(f'name: "{like}"', f'name: "{name}"', 1))
+    return root
+
+
 def build_repo(
     target: Target,
     model_dir: Path,

@@ -92,22 +92,17 @@ async def connect_text(settings: Settings, text: LocalText) -> TextScorer:
     return text_scorer(settings, text.encoder, model)
 
 
+def shadow_text_of(settings: Settings, text: LocalText) -> ShadowText:
+    """The challenger's own text model, as the same Triton serves it under the challenger's model name."""
+    model = TritonTextModel(settings.triton_url, settings.shadow_triton_model, settings.triton_timeout_s, text.version)
+    return ShadowText(text, text_scorer(settings, text.encoder, model))
+
+
 async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set; the batch in hand is finished, published and committed first."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
     model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
-    # The challenger's own text model, served by the same Triton under a second name.
-    shadow_model = (
-        TritonTextModel(
-            settings.triton_url,
-            settings.shadow_triton_model,
-            settings.triton_timeout_s,
-            loaded.challenger_text.version,
-        )
-        if loaded.challenger_text
-        else None
-    )
     sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     # The shadow's own producer, never transactional: it must not hold the champion's batches back.
     shadow_sink = KafkaSink(settings.producer_conf()) if loaded.challenger else None
@@ -119,11 +114,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         ):
             if not await until_up(what, check, stop):
                 return
-        shadow_text = (
-            ShadowText(loaded.challenger_text, text_scorer(settings, loaded.challenger_text.encoder, shadow_model))
-            if loaded.challenger_text and shadow_model
-            else None
-        )
+        shadow_text = shadow_text_of(settings, loaded.challenger_text) if loaded.challenger_text else None
         if shadow_text is not None:
             await shadow_text.connect()  # one log line if it is not served; the champion starts regardless
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
@@ -134,6 +125,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         transactions = KafkaTransactions(sink, source, settings.publish_timeout_s) if settings.exactly_once else None
         reloader = BundleReloader(
             settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
+        )
+        shadow_reloader = (
+            BundleReloader(settings.shadow_model_dir, loaded.text_version, settings.model_reload_s, role="challenger")
+            if settings.shadow_model_dir is not None
+            else None
         )
         shadow = (
             Shadow(
@@ -161,6 +157,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
             loaded.ngram,
             ramp,
             lambda text: connect_text(settings, text),
+            shadow_reloader,
+            lambda text: shadow_text_of(settings, text),
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s%s",
@@ -182,8 +180,6 @@ async def run_moderation(settings: Settings, stop: asyncio.Event) -> None:
         if shadow_sink is not None:
             shadow_sink.flush(settings.publish_timeout_s)
         await model.close()
-        if shadow_model is not None:
-            await shadow_model.close()
         await store.close()
 
 

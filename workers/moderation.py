@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workers.clients import HashStore, Sink, Source
 from workers.commit import BatchCommit, Rewound, Settlement, Transactions, batch_commit, is_record_error, settle
@@ -20,7 +20,7 @@ from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.reload import BundleReloader, Promoted
-from workers.shadow import Batch, Shadow
+from workers.shadow import Batch, Shadow, ShadowText
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
 from workers.stages.score import TextScorer
@@ -53,6 +53,10 @@ class ModerationWorker:
     # A scorer of another text model, connected (raises when Triton does not serve it): how a promoted
     # bundle's text model is switched to. None: this worker serves one text model.
     connect_text: Callable[[LocalText], Awaitable[TextScorer]] | None = None
+    # The challenger's link, looked at as the served one's: a bundle shadowed there replaces the challenger
+    # between batches, its own text model scored through ``shadow_text``.
+    shadow_reloader: BundleReloader | None = None
+    shadow_text: Callable[[LocalText], ShadowText] | None = None
 
     def __post_init__(self) -> None:
         full = self.settings.batch_max_size
@@ -83,6 +87,10 @@ class ModerationWorker:
                     promoted = await asyncio.to_thread(self.reloader.check)
                     if promoted is not None:
                         await self._switch(self.reloader, promoted, list(in_flight))
+                if self.shadow is not None and self.shadow_reloader is not None and self.shadow_reloader.due():
+                    challenger = await asyncio.to_thread(self.shadow_reloader.check)
+                    if challenger is not None:
+                        self._switch_shadow(self.shadow, self.shadow_reloader, challenger)
                 msgs = await asyncio.to_thread(self.source.poll_batch, self._ramp.size, s.batch_max_wait_s)
                 self._ramp.polled(len(msgs))
                 if msgs:
@@ -100,7 +108,7 @@ class ModerationWorker:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
             if self.shadow is not None:
-                await self.shadow.drain()
+                await _retire_shadow(self.shadow)
             await asyncio.gather(*self._closing, return_exceptions=True)
             # On every exit, a failed batch or cancellation included: commit what is stored
             # and leave the group now rather than after a session timeout.
@@ -121,6 +129,20 @@ class ModerationWorker:
             old, self.scorer, self.ngram = self.scorer, scorer, promoted.text.ngram
             self._closing.add(asyncio.create_task(_close_after(old, in_flight)))
         self.decision = promoted.decision
+        reloader.switched(promoted)
+        if self.shadow_reloader is not None:  # a challenger without its own text model reads the new one's
+            self.shadow_reloader.text_version = reloader.text_version
+
+    def _switch_shadow(self, old: Shadow, reloader: BundleReloader, promoted: Promoted) -> None:
+        """Shadow ``promoted`` from the next batch on; the old challenger finishes its publishes first."""
+        text = None
+        if promoted.text is not None:
+            if self.shadow_text is None:
+                reloader.not_served(promoted, RuntimeError("this worker cannot switch text models"))
+                return
+            text = self.shadow_text(promoted.text)  # connects at its first batch; skipped until served
+        self.shadow = replace(old, model=promoted.decision, text=text)
+        self._closing.add(asyncio.create_task(_retire_shadow(old)))
         reloader.switched(promoted)
 
     async def _rewind(self, in_flight: deque[asyncio.Task[None]], exc: Rewound) -> None:
@@ -245,6 +267,12 @@ class ModerationWorker:
             log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("text_model").inc(len(posts))
             return [None] * len(posts), True
+
+
+async def _retire_shadow(shadow: Shadow) -> None:
+    await shadow.drain()
+    if shadow.text is not None:
+        await shadow.text.scorer.model.close()
 
 
 async def _close_after(scorer: TextScorer, in_flight: list[asyncio.Task[None]]) -> None:

@@ -49,9 +49,10 @@ class BundleReloader:
         every_s: float,
         clock: Callable[[], float] = time.monotonic,
         max_tokens: int | None = None,
+        role: str = "served",  # or "challenger": whose models the metrics and logs name
     ) -> None:
         self.model_dir, self.text_version, self.every_s, self.clock = model_dir, text_version, every_s, clock
-        self.max_tokens = max_tokens
+        self.max_tokens, self.role = max_tokens, role
         self.target = model_dir.resolve()
         self._next = clock() + every_s
 
@@ -76,9 +77,11 @@ class BundleReloader:
         MODEL_RELOADS.labels("loaded").inc()
         if promoted.text is not None:
             self.text_version = promoted.text.version
-        show_models(promoted.bundle, self.text_version, promoted.decision.version)
+        if self.role == "served":
+            show_models(promoted.bundle, self.text_version, promoted.decision.version)
         log.info(
-            "switched to the bundle %s: decision model %s, text model %s",
+            "%s bundle switched to %s: decision model %s, text model %s",
+            self.role,
             promoted.bundle,
             promoted.decision.version,
             self.text_version,

@@ -27,6 +27,8 @@ def test_bench_smoke(tmp_path: Path) -> None:
         "lost",
     } <= saved.keys()
     assert saved["details"]["pipeline_with_shadow_posts_per_s"] > 0
+    # A text model promoted mid-run, twice (there and back): nothing lost, both promotions done.
+    assert saved["details"]["hot_swap_posts_per_s"] > 0 and len(saved["details"]["hot_swap_promote_s"]) == 2
     signals = saved["details"]["signals"]
     assert (
         signals["enrich_with_signals_us_per_post"] > 0

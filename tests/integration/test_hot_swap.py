@@ -12,13 +12,16 @@ from pathlib import Path
 import pytest
 
 from modstream.demo import WorkerThread
-from modstream.promotion import TextServing, promote, rollback
+from modstream.promotion import TextServing, promote, rollback, shadow
 from modstream.stack import Endpoints, create_topics
+from modstream.topics import Range, read_range
 from modstream.traffic import Collector, Record, produce_all
-from modstream.triton_repo import RepoOptions, build_repo, versions
+from modstream.triton_repo import RepoOptions, build_repo, ensure_model, versions
+from schemas import Verdict
 from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model
 from workers.adapters.triton import TritonControl, triton_version
+from workers.config import Settings
 from workers.features import FEATURE_VERSION, FEATURES
 
 pytestmark = pytest.mark.integration
@@ -86,3 +89,62 @@ def test_a_promoted_text_model_is_served_hot_and_rolled_back(
     assert versions(triton_repo / name) == {triton_version("tiny0001"): "tiny0001"}
     assert not control.ready(name, triton_version("tiny0002"))
     control.close()
+
+
+def test_a_challenger_is_shadowed_hot_with_its_own_text_model(
+    stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    name = f"hot_{run}"
+    build_repo("cpu-embedded", tiny_model_dir, triton_repo, RepoOptions(instances=1), name=name)
+    control = TritonControl(stack.triton_grpc, 60)
+    control.load(name)
+    served = tmp_path / "current"
+    served.symlink_to(decision_bundle(tmp_path / "a", tiny_model_dir, "dec-a", 0))
+    challenger = tmp_path / "challenger"  # first the served text model with another decision model
+    challenger.symlink_to(decision_bundle(tmp_path / "s1", tiny_model_dir, "shadow-1", 2))
+    settings = run_settings(
+        stack,
+        served,
+        run,
+        triton_model=name,
+        triton_repo=triton_repo,
+        shadow_model_dir=challenger,
+        shadow_topic=f"verdicts-{run}.shadow",
+        shadow_triton_model=f"{name}_shadow",
+        model_reload_s=0.2,
+        batch_max_size=8,
+    )
+    topics = {settings.input_topic: 2, settings.output_topic: 2, settings.dlq_topic: 1, settings.shadow_topic: 2}
+    create_topics(settings.kafka_bootstrap, topics)
+    shadow_root = ensure_model(triton_repo, settings.shadow_triton_model, like=name)
+    serving = TextServing(shadow_root, control, idle_s=1.0, drain_min_s=1.0, drain_max_s=30.0)
+    first = [Record(f"a{i}", event(f"a{i}", f"hello {i}"), None) for i in range(40)]
+    then = [Record(f"b{i}", event(f"b{i}", f"buy cheap pills {i}"), None) for i in range(40)]
+    collector = Collector(settings, f"collector-{run}")
+    worker = WorkerThread(settings)
+    try:
+        produce_all(settings, first)
+        assert collector.wait_for([r.key for r in first], 60)
+        switch = shadow(challenger, decision_bundle(tmp_path / "s2", tiny_challenger_text_dir, "shadow-2", 3), serving)
+        time.sleep(1.0)  # past the workers' reload interval: the challenger has switched
+        produce_all(settings, then)
+        assert collector.wait_for([r.key for r in then], 60)
+    finally:
+        worker.close()  # drains the challenger's publishes
+        collector.close()
+        control.close()
+    assert switch.text_changed and switch.text == "tiny0002"
+    champion = {v.post_id: v for v in read_verdicts(settings, settings.output_topic)}
+    shadowed = {v.post_id: v for v in read_verdicts(settings, settings.shadow_topic)}
+    assert set(champion) == {r.key for r in first + then}  # the champion lost nothing
+    assert {(v.model_versions["text"], v.model_versions["decision"]) for v in champion.values()} == {
+        ("tiny0001", "dec-a")
+    }
+    before = {(shadowed[r.key].model_versions["text"], shadowed[r.key].model_versions["decision"]) for r in first}
+    after = {(shadowed[r.key].model_versions["text"], shadowed[r.key].model_versions["decision"]) for r in then}
+    assert (before, after) == ({("tiny0001", "shadow-1")}, {("tiny0002", "shadow-2")})
+
+
+def read_verdicts(settings: Settings, topic: str) -> list[Verdict]:
+    return [Verdict.model_validate_json(m.value or b"") for m in read_range(settings, topic, Range())]
