@@ -45,8 +45,8 @@ from modstream.artifacts import Models, ensure_models
 from modstream.bench_signals import SignalCost, signal_cost
 from modstream.demo import seed_redis
 from modstream.promotion import TextServing, promote
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
+from modstream.traffic import Collector, Record, produce_all
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from training.corpus import load_spamassassin
 from training.posts import post_splits

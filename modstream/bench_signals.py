@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import redis
 
-from modstream.replay import Record
+from modstream.traffic import Record
 from schemas import FeatureRow
 from workers import signals
 from workers.adapters.redis_store import RedisStore

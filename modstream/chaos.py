@@ -28,8 +28,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 
 from modstream.bench import worker_env, worker_process
-from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, S3Standin, create_topics
+from modstream.traffic import Collector, Outcomes, Record, produce_all
 from modstream.triton_repo import build_repo
 from schemas import FeedbackEvent
 from workers.config import Settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -12,17 +13,27 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from modstream.loop.gate import Gate, Judgement, Side
     from modstream.promotion import Switch, TextServing
     from modstream.topics import Range
     from workers.config import Settings
     from workers.feedback import FeedbackSettings
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Real-time spam moderation on Kafka.")
-stack_app = typer.Typer(no_args_is_help=True, help="The embedded local stack: Tansu, Redis, tritonserver.")
+# Plain click help: rich's option table cuts long option names at 80 columns.
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Real-time spam moderation on Kafka.", rich_markup_mode=None
+)
+stack_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="The embedded local stack: Tansu, Redis, tritonserver."
+)
 app.add_typer(stack_app, name="stack")
-dataset_app = typer.Typer(no_args_is_help=True, help="Training sets from the platform's own labels.")
+dataset_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="Training sets from the platform's own labels."
+)
 app.add_typer(dataset_app, name="dataset")
-models_app = typer.Typer(help="Train or reuse the default models; promote and roll back bundles.")
+models_app = typer.Typer(
+    rich_markup_mode=None, help="Train or reuse the default models; promote and roll back bundles."
+)
 app.add_typer(models_app, name="models")
 console = Console(stderr=True)
 
@@ -426,35 +437,73 @@ def eval_text(
         console.print(f"{key:>10}: {value:.4f}" if isinstance(value, float) else f"{key:>10}: {value}")
 
 
+ReviewCeiling = Annotated[
+    float | None,
+    typer.Option(min=0, max=1, help="Review-share ceiling", show_default="the champion's share or 0.1, the higher"),
+]
+HamBlocked = Annotated[
+    float | None, typer.Option(min=0, max=1, help="Ceiling on the ham-blocked share's bound", show_default="0.01")
+]
+BlockPrecision = Annotated[
+    float | None, typer.Option(min=0, max=1, help="Floor on block precision's bound", show_default="0.95")
+]
+Confidence = Annotated[
+    float | None, typer.Option(min=0.5, max=0.999, help="One-sided, for every bound", show_default="0.95")
+]
+Holdout = Annotated[
+    float | None, typer.Option(min=0.05, max=0.5, help="Latest share of the labels: the gate's", show_default="0.2")
+]
+
+
+def _gate(review: float | None, ham: float | None, precision: float | None, confidence: float | None) -> Gate:
+    from modstream.loop.gate import Gate
+
+    given = {"max_review_share": review, "max_ham_blocked": ham, "min_block_precision": precision,
+             "confidence": confidence}  # fmt: skip
+    return Gate(**{k: v for k, v in given.items() if v is not None})
+
+
+def _refuse(given: Mapping[str, object], why: str) -> None:
+    """Exit 2 naming every option given (not None, not False) that ``why`` rules out."""
+    if named := [f"--{name.replace('_', '-')}" for name, value in given.items() if value not in (None, False)]:
+        _misconfigured(f"{', '.join(named)} {why}")
+
+
 @app.command("train-decision")
 def train_decision(
-    text_model: Annotated[Path | None, typer.Option(help="Content model dir scoring the texts")] = None,
+    text_model: Annotated[Path | None, typer.Option(help="Simulator: the text model scoring the texts")] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Output dir (default out/decision-model; with --data, out/retrained)")
+        Path | None, typer.Option(help="Output dir", show_default="out/decision-model; --data: out/retrained")
     ] = None,
-    posts: Annotated[int, typer.Option(min=1000, help="Simulated posts")] = 24_000,
-    seed: int = 11,
+    posts: Annotated[int | None, typer.Option(min=1000, help="Simulator: posts", show_default="24000")] = None,
+    seed: Annotated[int | None, typer.Option(help="Simulator: seed", show_default="11")] = None,
+    without_signals: Annotated[
+        bool, typer.Option(help="Simulator: the stream-kept signals left missing, to see what they add")
+    ] = False,
     data: Annotated[
-        Path | None, typer.Option(help="A `modstream dataset build` Parquet file: train on the platform's labels")
+        Path | None, typer.Option(help="A `dataset build` Parquet file: train on the platform's labels")
     ] = None,
     serving: Annotated[
-        Path | None, typer.Option(help="With --data: the bundle to compare with (default MODSTREAM_MODEL_DIR)")
+        Path | None, typer.Option(help="--data: the bundle to compare with", show_default="MODSTREAM_MODEL_DIR")
     ] = None,
-    min_auc_delta: Annotated[float, typer.Option(help="With --data: new ROC-AUC must be >= serving + this")] = 0.0,
-    min_block_precision: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
-    min_allow_npv: Annotated[float | None, typer.Option(help="With --data: the new model's floor")] = None,
-    max_review_share: Annotated[float | None, typer.Option(help="With --data: the new model's ceiling")] = None,
-    without_signals: Annotated[
-        bool,
-        typer.Option(help="Leave the stream-kept signals missing, as before the worker kept them: what they add"),
-    ] = False,
+    holdout: Holdout = None,
+    max_review_share: ReviewCeiling = None,
+    max_ham_blocked: HamBlocked = None,
+    min_block_precision: BlockPrecision = None,
+    confidence: Confidence = None,
 ) -> None:
     """Train the LightGBM decision model: on the platform simulator, or with --data on the platform's
-    own labels (split by time, compared with the serving model; exit 1 when the new one is worse)."""
+    own labels, gated like `retrain` (exit 1 when not better). A new text model: `retrain`."""
+    gate_options = {"serving": serving, "holdout": holdout, "max_review_share": max_review_share,
+                    "max_ham_blocked": max_ham_blocked, "min_block_precision": min_block_precision,
+                    "confidence": confidence}  # fmt: skip
     if data is not None:
-        _retrain(data, serving, out or Path("out/retrained"), min_auc_delta, min_block_precision, min_allow_npv,
-                 max_review_share)  # fmt: skip
+        _refuse({"text_model": text_model, "posts": posts, "seed": seed, "without_signals": without_signals},
+                "train on the simulator, not with --data (a new text model: `modstream retrain`)")  # fmt: skip
+        _train_on_labels(data, serving, out or Path("out/retrained"), holdout,
+                         _gate(max_review_share, max_ham_blocked, min_block_precision, confidence))  # fmt: skip
         return
+    _refuse(gate_options, "need --data (the simulator's model has no serving model to beat)")
     from training.corpus import spamassassin_splits
     from training.decision import train_decision as train
     from training.text_scoring import onnx_spam_scores
@@ -473,41 +522,46 @@ def train_decision(
         splits.test,
         lambda texts: onnx_spam_scores(model_dir, texts),
         out or Path("out/decision-model"),
-        n_posts=posts,
-        seed=seed,
+        n_posts=24_000 if posts is None else posts,
+        seed=11 if seed is None else seed,
         text_version=version,
         signals=not without_signals,
     )
     print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
 
 
-def _retrain(
-    data: Path,
-    serving: Path | None,
-    out: Path,
-    min_auc_delta: float,
-    min_block_precision: float | None,
-    min_allow_npv: float | None,
-    max_review_share: float | None,
-) -> None:
+def _train_on_labels(data: Path, serving: Path | None, out: Path, holdout: float | None, gate: Gate) -> None:
+    from modstream.loop.decide import HOLDOUT, retrain_decision
+    from modstream.loop.report import write
     from training.dataset import DatasetError
-    from training.retrain import Bar, retrain
 
-    bar = Bar(min_auc_delta, min_block_precision, min_allow_npv, max_review_share)
     try:
-        report = retrain(data, serving or _settings().model_dir, out, bar, progress=console.print)
+        decided = retrain_decision(data, serving or _settings().model_dir, out, gate, holdout or HOLDOUT)
     except DatasetError as exc:
         _misconfigured(str(exc))
-    print(report.to_json())
-    for side, ev in (("new", report.new), ("serving", report.serving)):
+    report = decided.as_dict()
+    sides = {"challenger": decided.challenger, "champion": decided.champion}
+    write(out, report, decided.curves, sides, decided.judgement.review_ceiling, gate.confidence)
+    print(json.dumps(report, indent=2))
+    _sides(sides)
+    _judged(decided.judgement, out)
+
+
+def _sides(sides: dict[str, Side]) -> None:
+    for name, s in sides.items():
         console.print(
-            f"{side:>8} {ev.n} test posts: ROC-AUC {ev.roc_auc:.4f}, block precision {ev.block_precision:.4f}, "
-            f"allow NPV {ev.allow_npv:.4f}, review share {ev.review_share:.2%}"
+            f"{name:>10} on {s.n} held-out posts: block-F1 {s.block_f1:.3f} (precision {s.block_precision:.3f}), "
+            f"ham blocked {s.ham_blocked}/{s.ham}, review {s.review_share:.1%}"
         )
-    console.print(f"bundle, report.json and comparison.png in {out}")
-    if not report.at_least_as_good:
-        console.print(f"[yellow]the new model is not as good:[/] {'; '.join(report.failures)}")
+
+
+def _judged(judgement: Judgement, out: Path) -> None:
+    """The gate's one line; exit 1 unless the challenger is better."""
+    console.print(f"bundle, report.json and report.png in {out}")
+    if not judgement.better:
+        console.print(f"[yellow]{judgement.line()}[/]", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    console.print(judgement.line())
 
 
 def _range(from_time: str | None, to_time: str | None, from_offsets: str | None) -> Range:
@@ -546,7 +600,7 @@ def dataset_build(
     dead_letter: Annotated[bool, typer.Option(help="Dead-letter bad feedback records (the feedback DLQ)")] = True,
 ) -> None:
     """Join the verdicts' logged feature rows with moderator labels from the feedback topic, as Parquet."""
-    from modstream.dataset import build_dataset
+    from modstream.loop.dataset import build_dataset
     from modstream.topics import RangeError
     from training.dataset import DatasetError
 
@@ -562,6 +616,55 @@ def dataset_build(
         f"{counts.unmatched_labels} labels for posts outside the range, {counts.bad_feedback} bad feedback "
         f"records -> {out}"
     )
+
+
+@app.command()
+def retrain(
+    from_time: FromTime = None,
+    to_time: ToTime = None,
+    out: Annotated[Path, typer.Option(help="The new bundle, report.json and report.png")] = Path("out/retrained"),
+    serving: Annotated[
+        Path | None, typer.Option(help="The champion bundle", show_default="MODSTREAM_MODEL_DIR")
+    ] = None,
+    base: Annotated[
+        str | None, typer.Option(help="Base checkpoint dir or hub id", show_default="the default base")
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(min=1, help="Text model epochs", show_default="2")] = None,
+    text_folds: Annotated[
+        int | None,
+        typer.Option(min=0, max=10, help="Out-of-fold text models for the earlier posts (0: none)", show_default="3"),
+    ] = None,
+    holdout: Holdout = None,
+    max_review_share: ReviewCeiling = None,
+    max_ham_blocked: HamBlocked = None,
+    min_block_precision: BlockPrecision = None,
+    confidence: Confidence = None,
+    dead_letter: Annotated[bool, typer.Option(help="Dead-letter bad feedback records (the feedback DLQ)")] = True,
+) -> None:
+    """The weekly retrain: labelled posts and their texts, text model, rescore, decision model,
+    gate, report. Exit 0 when the challenger is better, 1 when not, 2 on bad input."""
+    from modstream.loop.decide import HOLDOUT
+    from modstream.loop.retrain import TEXT_FOLDS, Options
+    from modstream.loop.retrain import retrain as run
+    from modstream.topics import RangeError
+    from training.dataset import DatasetError
+
+    settings = _settings()
+    champion = serving or settings.model_dir
+    if out.resolve() == champion.resolve():
+        _misconfigured(f"--out {out} is the champion bundle: write the challenger elsewhere")
+    gate = _gate(max_review_share, max_ham_blocked, min_block_precision, confidence)
+    folds = TEXT_FOLDS if text_folds is None else text_folds
+    options = Options(gate, holdout or HOLDOUT, base, epochs, folds, dead_letter)
+    rng = _range(from_time, to_time, None)
+    try:
+        done = run(settings, rng, champion, out, options, progress=console.print)
+    except (DatasetError, RangeError) as exc:
+        _misconfigured(str(exc))
+    print(json.dumps(done.report, indent=2, default=str))
+    d = done.decided
+    _sides({"challenger": d.challenger, "champion": d.champion})
+    _judged(d.judgement, out)
 
 
 @app.command("replay")
@@ -583,7 +686,7 @@ def replay_cmd(
 ) -> None:
     """Re-decide a range of logged feature rows with a bundle's decision model (its text model rescoring
     the texts another one scored); report the flips."""
-    from modstream.backtest import ReplayError, replay
+    from modstream.loop.replay import ReplayError, replay
     from modstream.topics import RangeError
     from training.dataset import DatasetError
 
@@ -612,7 +715,7 @@ def shadow_report_cmd(
     to_time: ToTime = None,
 ) -> None:
     """Compare the champion's verdicts with the challenger's (MODSTREAM_SHADOW_TOPIC), with labels."""
-    from modstream.backtest import ReplayError, shadow_report
+    from modstream.loop.replay import ReplayError, shadow_report
     from modstream.topics import RangeError
 
     settings = _settings()

@@ -23,8 +23,8 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from modstream.artifacts import ensure_models
-from modstream.replay import Collector, Outcomes, Record, produce_all
 from modstream.stack import Endpoints, LocalStack, create_topics
+from modstream.traffic import Collector, Outcomes, Record, produce_all
 from modstream.triton_repo import build_repo
 from schemas import FeedbackEvent, Verdict
 from training.posts import post_splits

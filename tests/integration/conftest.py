@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 
 from modstream.demo import WorkerThread
 from modstream.redis_cluster import LocalRedisCluster
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
+from modstream.traffic import Collector, Record, produce_all
 from tests.unit.fakes import tiny_decision_model
 from workers.clients import Framing
 from workers.config import Settings

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from modstream.chaos import Suite, hides_aborted_records, run_suite, table
-from modstream.replay import Record
 from modstream.stack import LocalStack, S3Standin, create_topics
+from modstream.traffic import Record
 from modstream.triton_repo import RepoOptions, build_repo
 from tests.integration.test_pipeline import post
 

@@ -13,9 +13,9 @@ import pytest
 
 from modstream.demo import WorkerThread
 from modstream.promotion import TextServing, promote, rollback, shadow
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, read_range
+from modstream.traffic import Collector, Record, produce_all
 from modstream.triton_repo import RepoOptions, build_repo, ensure_model, versions
 from schemas import Verdict
 from tests.integration.conftest import run_settings

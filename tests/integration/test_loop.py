@@ -1,5 +1,5 @@
 """The whole learning loop on the embedded stack: traffic with a challenger in shadow, labels on the
-feedback topic, dataset build, train-decision --data, replay reproducing what served, and a promotion
+feedback topic, dataset build, the decision model retrained on it, replay reproducing what served, and a promotion
 the running worker picks up without losing or duplicating a verdict."""
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import ReplayError, replay
 from modstream.cli import app
-from modstream.dataset import build_dataset
 from modstream.demo import WorkerThread, simulated_labels
+from modstream.loop.dataset import build_dataset
+from modstream.loop.decide import retrain_decision
+from modstream.loop.gate import Gate
+from modstream.loop.replay import ReplayError, replay
 from modstream.promotion import promote
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, RangeError, read_range
+from modstream.traffic import Collector, Record, produce_all
 from schemas import Verdict
 from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model, write_bundle
-from training.retrain import Bar, retrain
 from workers.metrics import SHADOW_DECISIONS
 
 pytestmark = pytest.mark.integration
@@ -111,10 +112,10 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         (dead,) = read_range(s, f"{s.feedback_topic}.dlq", Range())
         assert dead.value == b"{not a label"
 
-        # 3. Train on it; the serving model scores the same (latest) rows.
-        report = retrain(tmp_path / "set.parquet", current, tmp_path / "retrained", Bar())
-        assert sum(report.rows.values()) == len(labels) and report.new.n == report.serving.n
-        assert (tmp_path / "retrained" / "comparison.png").exists()
+        # 3. Train on it; the serving model decides the same (latest) rows.
+        decided = retrain_decision(tmp_path / "set.parquet", current, tmp_path / "retrained", Gate())
+        assert sum(decided.rows.values()) == len(labels) and decided.challenger.n == decided.champion.n
+        assert (tmp_path / "retrained" / "decision" / "model.txt").exists()
 
         # 4. Replay with the bundle that served reproduces every decision; another one is a diff.
         result = CliRunner().invoke(

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from modstream.demo import WorkerThread
-from modstream.replay import Collector, Record, produce_all
 from modstream.stack import Endpoints, create_topics
+from modstream.traffic import Collector, Record, produce_all
 from schemas import DeadLetter, Verdict
 from tests.integration.conftest import run_worker
 from tests.unit.fakes import KINDS, event

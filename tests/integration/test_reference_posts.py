@@ -16,8 +16,8 @@ from rich.console import Console
 
 from modstream.artifacts import ensure_models
 from modstream.demo import worker_settings
-from modstream.replay import Record
 from modstream.stack import LocalStack, create_topics
+from modstream.traffic import Record
 from modstream.triton_repo import build_repo
 from tests.integration.conftest import run_worker
 from training.text_model import EVAL_SETS

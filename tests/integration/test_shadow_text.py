@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import replay
 from modstream.cli import app
-from modstream.replay import Record, produce_all
-from modstream.rescore import NGRAM, TEXT
+from modstream.loop.replay import replay
+from modstream.loop.rescore import NGRAM, TEXT
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, read_range
+from modstream.traffic import Record, produce_all
 from schemas import Verdict
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic

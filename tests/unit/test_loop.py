@@ -257,7 +257,7 @@ def test_replay_with_another_text_model_it_cannot_load_is_a_one_line_error(
 ) -> None:
     logged = [logged_verdict(f"p{i}", i) for i in range(3)]
     records = [InMsg("verdicts", 0, i, None, v.model_dump_json().encode(), 0.0) for i, v in enumerate(logged)]
-    monkeypatch.setattr("modstream.backtest.read_range", lambda *_: records)
+    monkeypatch.setattr("modstream.loop.replay.read_range", lambda *_: records)
     bundle = write_bundle(tmp_path / "b", model=tiny_decision_model(), text_version="t2")
     result = CliRunner().invoke(app, ["replay", "--bundle", str(bundle), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output

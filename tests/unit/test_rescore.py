@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from modstream.backtest import replay
 from modstream.cli import app
-from modstream.rescore import LOOKBACK, NGRAM, SKEW, TEXT, posts_by_id, posts_range, rescore, stale
+from modstream.loop.replay import ReplayError, replay
+from modstream.loop.rescore import LOOKBACK, NGRAM, SKEW, TEXT, in_process, posts_by_id, posts_range, rescore, stale
 from modstream.topics import Range
 from schemas import Verdict
 from tests.unit.fakes import (
@@ -28,6 +28,7 @@ from tests.unit.fakes import (
 from tests.unit.test_loop import POSTS
 from tests.unit.test_shadow_text import Contrary, cheap_id
 from tests.unit.test_worker import make_worker, msgs, verdicts
+from training.text_scoring import onnx_spam_scores
 from workers.config import Settings
 from workers.ngram import N_BUCKETS, NgramModel
 from workers.records import InMsg
@@ -140,8 +141,8 @@ def fake_topics(monkeypatch: pytest.MonkeyPatch, logged: dict[str, Verdict], pos
         InMsg(s.output_topic, 0, i, None, v.model_dump_json().encode(), 0.0) for i, v in enumerate(logged.values())
     ]
     by_topic = {s.output_topic: records, s.input_topic: posts}
-    monkeypatch.setattr("modstream.backtest.read_range", lambda _, topic, *__: by_topic.get(topic, []))
-    monkeypatch.setattr("modstream.backtest.KafkaSink", lambda _: sink)
+    monkeypatch.setattr("modstream.loop.replay.read_range", lambda _, topic, *__: by_topic.get(topic, []))
+    monkeypatch.setattr("modstream.loop.replay.KafkaSink", lambda _: sink)
     return sink
 
 
@@ -163,6 +164,16 @@ def test_replay_with_the_serving_text_model_creates_no_client(
     assert models.names == [] and report.reproduced == 1.0 and report.comparison.posts == len(logged)
     body = json.loads((tmp_path / "out" / "replay.json").read_text())
     assert (body["rescored"], body["no_post_event"], body["triton_model"]) == (0, 0, None)
+
+
+def test_a_triton_model_named_for_a_replay_with_nothing_to_rescore_is_refused(
+    encoder: TextEncoder, tokenizer_json: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_topics(monkeypatch, asyncio.run(recorded(encoder)), BATCH)
+    served = bundle(tmp_path / "b", tokenizer_json, "fake-1")
+    with pytest.raises(ReplayError, match="--triton-model 'spam_text_x' would not be asked"):
+        replay(Settings(), served, Range(), tmp_path / "out", triton_model="spam_text_x")
+    assert not (tmp_path / "out").exists()
 
 
 def test_replay_with_another_text_model_rescores_and_names_it(
@@ -198,3 +209,14 @@ def test_an_unreachable_triton_is_a_one_line_error(
         "cannot rescore 3 verdicts with the bundle's text model 't2' as 'other' on Triton at 127.0.0.1:1"
         in " ".join(result.output.split())
     )
+
+
+async def test_a_retrain_rescores_in_process_as_the_serving_onnx_path_scores(tiny_model_dir: Path) -> None:
+    """No Triton: the text model's card's ONNX file through ONNX Runtime, the worker's encoder and scorer."""
+    logged = {v.post_id: v for v in [logged_verdict(pid, i) for i, pid in enumerate(("p0", "p1", "linked"))]}
+    posts = posts_by_id(BATCH)
+    local = LocalText.load(tiny_model_dir)
+    out = await rescore(list(logged.values()), posts, local, in_process(tiny_model_dir), "any", Settings())
+    assert out.no_post_event == 0 and len(out.verdicts) == 3
+    expected = onnx_spam_scores(tiny_model_dir, [posts[v.post_id].text for v in out.verdicts])
+    assert [values(v)[TEXT] for v in out.verdicts] == pytest.approx(expected.tolist(), abs=1e-5)

@@ -1,18 +1,23 @@
-"""Retraining on the platform's labels: split by time, compared with the serving model, a clear exit."""
+"""Retraining the decision model on the platform's labels: split by time, thresholds out of fold,
+gated against the serving model, a clear exit."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import lightgbm as lgb
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
+from modstream.loop.decide import cap_review, fit_oof, holdout_split, retrain_decision
+from modstream.loop.gate import Gate, Outcome
 from tests.unit.fakes import logged_verdict, tiny_decision_model, write_bundle
 from training.dataset import DatasetError, build, write_parquet
-from training.retrain import Bar, retrain, time_split
+from training.decision import PARAMS, choose_thresholds
+from workers.cards import Thresholds
 from workers.features import FEATURES
 from workers.records import InMsg
 from workers.startup import EXIT_MISCONFIGURED
@@ -64,31 +69,71 @@ def serving(tmp_path: Path) -> Path:
     return write_bundle(tmp_path / "serving")
 
 
+LOOSE = Gate(max_ham_blocked=0.1, min_block_precision=0.8)  # bounds 160 held-out posts can settle
+
+
 def test_the_split_is_by_time() -> None:
-    assert time_split(100) == (slice(0, 80), slice(80, 90), slice(90, 100))
+    assert holdout_split(100) == (slice(0, 80), slice(80, 100))
 
 
-def test_a_better_model_is_trained_compared_and_bundled(tmp_path: Path, serving: Path) -> None:
+def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Path) -> None:
     out = tmp_path / "new"
-    report = retrain(labelled_set(tmp_path / "set.parquet"), serving, out, Bar())
-    assert report.rows == {"train": 640, "validation": 80, "test": 80}
-    # The test rows are the latest posts: every split starts after the one before.
-    assert report.split_times["train"] < report.split_times["validation"] < report.split_times["test"]
-    assert report.new.n == report.serving.n == 80
-    assert report.new.roc_auc > report.serving.roc_auc and report.at_least_as_good
+    decided = retrain_decision(labelled_set(tmp_path / "set.parquet"), serving, out, LOOSE)
+    assert decided.rows == {"train": 640, "held_out": 160}
+    # The gate's posts are the latest: its slice starts after the training rows.
+    assert decided.split_times["train"] < decided.split_times["held_out"]
+    assert decided.challenger.n == decided.champion.n == 160 and decided.oof.n == 640
+    assert decided.challenger.roc_auc > decided.champion.roc_auc and decided.judgement.better
     assert (out / "decision" / "model.txt").exists() and (out / "text" / "card.json").exists()
-    assert (out / "comparison.png").stat().st_size > 1000
-    assert json.loads((out / "report.json").read_text())["at_least_as_good"] is True
+    assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
 
 
-def test_the_bar_decides_the_exit_code(tmp_path: Path, serving: Path) -> None:
+def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_cannot_explain() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.random((600, len(FEATURES))), (rng.random(600) < 0.3).astype(int)
+    fitted, oof = fit_oof(x, y, review_budget=1.0)
+    assert fitted.thresholds == choose_thresholds(y, oof)
+    assert (oof >= fitted.thresholds.block).sum() <= 3  # at most the odd top score that happens to be spam
+    # Thresholds on the model's own training rows block a third of them: it has learnt their noise.
+    p = lgb.train(PARAMS, lgb.Dataset(x, y), num_boost_round=200).predict(x)
+    assert (p >= choose_thresholds(y, p).block).mean() > 0.25
+
+
+def test_the_review_band_is_narrowed_from_below_to_the_budget() -> None:
+    p = np.linspace(0, 1, 101)[:-1]  # 100 scores, 0.00 to 0.99
+    th = cap_review(Thresholds(block=0.9, allow=0.1), p, budget=0.1)
+    assert th == Thresholds(block=0.9, allow=0.8) and ((p >= th.allow) & (p < th.block)).sum() == 10
+    assert cap_review(Thresholds(block=0.9, allow=0.85), p, 0.1) == Thresholds(block=0.9, allow=0.85)
+    assert cap_review(Thresholds(block=0.9, allow=0.1), p, 0.0).allow == 0.9  # no review at all
+
+
+def test_the_gate_decides_the_exit_code_and_writes_the_report(tmp_path: Path, serving: Path) -> None:
     data = labelled_set(tmp_path / "set.parquet")
     runner = CliRunner()
     base = ["train-decision", "--data", str(data), "--serving", str(serving), "--out", str(tmp_path / "o")]
-    assert runner.invoke(app, base).exit_code == 0
-    result = runner.invoke(app, [*base, "--min-auc-delta", "0.9"])
+    loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8"]
+    assert runner.invoke(app, [*base, *loose]).exit_code == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["gate"]["outcome"] == Outcome.BETTER and (tmp_path / "o" / "report.png").stat().st_size > 1000
+    result = runner.invoke(app, base)  # 160 held-out posts cannot show <= 1% of ham blocked
     assert result.exit_code == 1, result.output
-    assert "not as good" in result.output
+    assert "too few labels to tell" in result.output and "more posts" in result.output
+    # The ceiling bounds the thresholds too: none of the posts goes to review.
+    assert runner.invoke(app, [*base, *loose, "--max-review-share", "0.0"]).exit_code == 0
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["challenger"]["review"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--data", "x.parquet", "--text-model", "t", "--posts", "2000"], "--text-model, --posts"),
+        (["--data", "x.parquet", "--without-signals"], "--without-signals"),
+        (["--max-review-share", "0.1", "--serving", "s"], "--serving, --max-review-share"),
+    ],
+)
+def test_options_that_would_not_take_effect_are_refused(args: list[str], named: str) -> None:
+    result = CliRunner().invoke(app, ["train-decision", *args])
+    assert result.exit_code == EXIT_MISCONFIGURED and one_line(result.output).startswith(f"error: {named} ")
 
 
 def test_a_serving_bundle_of_another_contract_is_a_one_line_error(tmp_path: Path, serving: Path) -> None:
@@ -110,11 +155,11 @@ def test_a_corrupt_or_empty_file_is_a_one_line_error(tmp_path: Path, serving: Pa
 
 
 def test_too_few_labels_to_split_are_refused(tmp_path: Path, serving: Path) -> None:
-    with pytest.raises(DatasetError, match="split has"):
-        retrain(labelled_set(tmp_path / "s.parquet", n=60), serving, tmp_path / "o", Bar())
+    with pytest.raises(DatasetError, match="need >= 5 of each"):
+        retrain_decision(labelled_set(tmp_path / "s.parquet", n=40), serving, tmp_path / "o", Gate())
 
 
 def test_a_set_scored_by_another_text_model_is_refused(tmp_path: Path) -> None:
     other = write_bundle(tmp_path / "other", model=tiny_decision_model(), text_version="t2")
     with pytest.raises(DatasetError, match="text model"):
-        retrain(labelled_set(tmp_path / "s.parquet"), other, tmp_path / "o", Bar())
+        retrain_decision(labelled_set(tmp_path / "s.parquet"), other, tmp_path / "o", Gate())

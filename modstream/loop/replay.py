@@ -2,7 +2,7 @@
 
 Replay re-decides a range of logged feature rows with a bundle's decision model, offline:
 no Redis, and no Triton call unless the bundle's text model differs from the one that scored
-(some of) the range. Those verdicts' texts are scored again (modstream/rescore.py: the posts
+(some of) the range. Those verdicts' texts are scored again (modstream/loop/rescore.py: the posts
 read back from the input topic, the network through Triton under ``--triton-model``, the
 n-gram model here) and only their two text features replaced; a verdict whose post event is
 not found is counted and left out. Nothing is published unless an output topic is named.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from modstream.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
+from modstream.loop.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
 from modstream.topics import Range, RangeError, read_range
 from schemas import Decision, Verdict
 from training.dataset import collect_labels
@@ -119,6 +119,11 @@ def replay(
     if not recorded:
         raise ReplayError(f"no verdicts on {settings.output_topic!r} in the range")
     todo = stale(recorded.values(), text_version)
+    if triton_model is not None and not todo:  # an option that would not take effect is refused
+        raise ReplayError(
+            f"--triton-model {triton_model!r} would not be asked: the bundle's text model {text_version!r} "
+            "scored every verdict in the range"
+        )
     name, models = triton_model or settings.shadow_triton_model, models or triton(settings)
     rescored = _rescored(settings, bundle, todo, name, models, lookback) if todo else Rescored([], 0)
     fresh = {v.post_id: v for v in rescored.verdicts}

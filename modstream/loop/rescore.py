@@ -1,4 +1,4 @@
-"""Replay with a bundle whose text model did not score the range: those verdicts' texts, scored again.
+"""Verdicts whose texts another text model scored, scored again: by replay, and by a retrain.
 
 Two features of a logged row are the text model's (the network's score and its n-gram
 companion's), so a bundle with another text model needs them anew. The posts are read back
@@ -11,16 +11,24 @@ counted, never guessed.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
 
 from modstream.topics import Range
 from schemas import Verdict
 from schemas.events import TEXT_JUDGED_CHARS
 from training.redecide import has_row
 from workers.adapters.triton import TritonTextModel
+from workers.cards import TextModelCard
 from workers.clients import TextModel
 from workers.config import Settings
 from workers.features import INDEX
@@ -49,6 +57,51 @@ def triton(settings: Settings) -> TextModels:
             yield model
         finally:
             await model.close()
+
+    return client
+
+
+class OnnxText:
+    """The TextModel protocol over ONNX Runtime in this process: a text model's card's serving file,
+    scored without Triton (a retrain rescores with the model it has just trained)."""
+
+    def __init__(self, text_dir: Path) -> None:
+        card = TextModelCard.load(text_dir)
+        self._version = card.version
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = len(os.sched_getaffinity(0))
+        self._session = ort.InferenceSession(
+            str(text_dir / card.serving_model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def parallelism(self) -> int:
+        return 1
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def logits(
+        self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float32]:
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        (out,) = await asyncio.to_thread(self._session.run, ["logits"], feeds)
+        return np.asarray(out, dtype=np.float32)
+
+
+def in_process(text_dir: Path) -> TextModels:
+    """Clients of the text model in ``text_dir`` run here, whatever name is asked for."""
+
+    @asynccontextmanager
+    async def client(_name: str, _version: str) -> AsyncIterator[TextModel]:
+        yield OnnxText(text_dir)
 
     return client
 

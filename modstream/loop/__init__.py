@@ -1,0 +1,2 @@
+"""The weekly learning loop: dataset (verdicts joined with labels and texts), rescore, retrain,
+gate, report, replay."""

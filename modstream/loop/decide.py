@@ -1,0 +1,181 @@
+"""Train the decision model on labelled rows and gate it against the serving one.
+
+The split is by time, never random: the latest ``holdout`` share of the posts is the gate's,
+which both models decide; a random split would let the model see tomorrow's campaigns while
+being tested on them. The thresholds are chosen on out-of-fold predictions over all the
+earlier rows (time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice
+holds too few to place a 99%-precision cut. The review band is then narrowed, from below, to
+the gate's review ceiling (with room for the held-out week's noise): a model that defers
+whatever it is unsure of to people is no model. The model that ships is trained on all of
+those rows for the folds' median number of rounds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+import numpy.typing as npt
+
+from modstream.loop.gate import Gate, Judgement, Side, paired
+from modstream.loop.report import Curves
+from training.dataset import DatasetError, Labelled, read_parquet
+from training.decision import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
+from training.retrain import load_serving
+from workers.cards import Thresholds
+from workers.features import FEATURES, MONOTONE
+from workers.stages.decide import DecisionModel
+
+HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
+FOLDS = 5
+REVIEW_MARGIN = 0.8  # the out-of-fold review share aimed at, as a share of the gate's ceiling
+MIN_SPAM = MIN_HAM = 5  # per fold and in the gate's slice: fewer cannot fit or measure anything
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def holdout_split(n: int, share: float = HOLDOUT) -> tuple[slice, slice]:
+    """(earlier rows, the latest ``share``) over rows in time order."""
+    cut = n - max(1, round(n * share))
+    return slice(0, cut), slice(cut, n)
+
+
+def _check(name: str, y: npt.NDArray[np.int_]) -> None:
+    spam = int(y.sum())
+    if spam < MIN_SPAM or len(y) - spam < MIN_HAM:
+        raise DatasetError(
+            f"the {name} has {spam} spam and {len(y) - spam} ham; need >= {MIN_SPAM} of each: "
+            "label more posts or widen the range"
+        )
+
+
+def cap_review(th: Thresholds, p: FloatArray, budget: float) -> Thresholds:
+    """``th`` with ``allow`` raised until at most ``budget`` of the scores ``p`` fall in review
+    (the highest below ``block`` stay there); ``block``, which keeps ham from being blocked, stays."""
+    review = np.sort(p[(p >= th.allow) & (p < th.block)])
+    keep = int(budget * len(p))
+    if len(review) <= keep:
+        return th
+    return Thresholds(block=th.block, allow=float(review[len(review) - keep]) if keep else th.block)
+
+
+def fit_oof(
+    x: FloatArray, y: npt.NDArray[np.int_], review_budget: float, folds: int = FOLDS
+) -> tuple[Fitted, FloatArray]:
+    """The model on all rows, thresholded on its out-of-fold predictions (returned beside it) with at
+    most ``review_budget`` of them in review."""
+    oof = np.empty(len(y), dtype=np.float64)
+    rounds = []
+    for i, part in enumerate(np.array_split(np.arange(len(y)), folds)):
+        _check(f"fold {i + 1} of {folds}", y[part])
+        rest = np.setdiff1d(np.arange(len(y)), part)
+        fold = fit(x[rest], y[rest], x[part], y[part])
+        oof[part] = fold.predict(x[part])
+        rounds.append(max(1, fold.booster.best_iteration))
+    params = PARAMS | {"monotone_constraints": list(MONOTONE)}  # as training.decision.fit
+    n_rounds = int(np.median(rounds))
+    booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
+    booster.best_iteration = n_rounds
+    return Fitted(booster, cap_review(choose_thresholds(y, oof), oof, review_budget)), oof
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The decision stage's outcome: a model in ``<out>/decision`` and the gate's judgement."""
+
+    version: str
+    rows: dict[str, int]
+    split_times: dict[str, str]  # where each part starts (ISO)
+    oof: Evaluation  # the challenger's out-of-fold predictions over the earlier rows, at its thresholds
+    challenger: Side
+    champion: Side
+    judgement: Judgement
+    curves: Curves
+
+    def as_dict(self) -> dict[str, Any]:
+        j = self.judgement
+        return {
+            "version": self.version,
+            "rows": self.rows,
+            "split_times": self.split_times,
+            "out_of_fold": self.oof.__dict__,
+            "challenger": self.challenger.as_dict(),
+            "champion": self.champion.as_dict(),
+            "gate": {
+                "outcome": j.outcome.value,
+                "line": j.line(),
+                "failures": j.failures,
+                "unsure": j.unsure,
+                "more_labels": j.more_labels,
+                "review_ceiling": j.review_ceiling,
+                "sign_test_p": j.sign_test_p,
+            },
+        }
+
+
+def decide(
+    data: Labelled,
+    champion_x: FloatArray,
+    champion: DecisionModel,
+    out: Path,
+    gate: Gate,
+    text_version: str,
+    holdout: float = HOLDOUT,
+) -> Decided:
+    """Train on ``data``'s earlier rows, save to ``out/decision`` and judge both models on the latest
+    rows: the challenger on ``data.x``, the champion on ``champion_x`` (the rows as logged)."""
+    early, late = holdout_split(len(data.y), holdout)
+    _check("gate's held-out slice", data.y[late])
+    y = data.y[late]
+    p_old = champion.predict(champion_x[late])[0]
+    budget = gate.ceiling(Side.of(y, p_old, champion.thresholds)) * REVIEW_MARGIN  # the champion's decisions only
+    fitted, oof = fit_oof(data.x[early], data.y[early], budget)
+    p_new = fitted.predict(data.x[late])
+    challenger, served, won, lost = paired(y, (p_new, fitted.thresholds), (p_old, champion.thresholds))
+    rows = {"train": early.stop, "held_out": late.stop - late.start}
+    oof_eval = evaluate(data.y[early], oof, fitted.thresholds)
+    test = evaluate(y, p_new, fitted.thresholds)
+    # The drift alert's baseline: the earlier rows' text scores, out of fold in a retrain, as on new posts.
+    card = save(
+        fitted, out / "decision", text_version, rows, validation=oof_eval, test=test, validation_rows=data.x[early]
+    )
+
+    def start(s: slice) -> str:
+        return datetime.fromtimestamp(float(data.decided_at[s.start]), UTC).isoformat()
+
+    return Decided(
+        version=card.version,
+        rows=rows,
+        split_times={"train": start(early), "held_out": start(late)},
+        oof=oof_eval,
+        challenger=challenger,
+        champion=served,
+        judgement=gate.judge(challenger, served, won, lost),
+        curves=Curves(y, p_new, p_old),
+    )
+
+
+def copy_text(text_dir: Path, out: Path) -> None:
+    """``text_dir`` copied into ``out/text``: a bundle the loop writes holds its own files."""
+    shutil.rmtree(out / "text", ignore_errors=True)
+    (out / "text").unlink(missing_ok=True)
+    shutil.copytree(text_dir.resolve(), out / "text")
+
+
+def retrain_decision(data: Path, serving_bundle: Path, out: Path, gate: Gate, holdout: float = HOLDOUT) -> Decided:
+    """``modstream train-decision --data``: the decision model alone, on a `dataset build` file
+    scored by the serving text model, into a bundle with that text model. Raises DatasetError."""
+    serving, text_version = load_serving(serving_bundle)
+    d = read_parquet(data)
+    if d.text_versions - {text_version}:
+        raise DatasetError(
+            f"{data}: rows scored by text model(s) {sorted(d.text_versions)}, the serving bundle has {text_version!r}"
+        )
+    decided = decide(d, d.x, serving, out, gate, text_version, holdout)
+    copy_text(serving_bundle / "text", out)
+    return decided

@@ -1,0 +1,243 @@
+"""The gate: is the challenger better than the champion on the same latest held-out posts?
+
+Small data is the common case (1–2k labels, a few hundred spam), so every rate is judged by a
+one-sided Wilson bound at the sample size there is, never by its point estimate alone:
+
+- review share: at most the ceiling (default the champion's share or 10%, whichever is higher).
+  A model sending more posts to people is not better, whatever its precision; the ceiling is a
+  policy on what the model did, so the observed share is compared.
+- share of ham blocked: its upper bound at most ``max_ham_blocked``;
+- block precision: its lower bound at least ``min_block_precision``;
+- better: the posts that exactly one of the two gets right (spam blocked, ham not blocked) are
+  mostly the challenger's, by a one-sided sign test.
+
+A bound that straddles its limit says nothing yet: the gate then says how many more labelled
+posts, at the rates seen, would settle it, rather than passing or failing on noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.cards import Thresholds
+
+REVIEW_FLOOR = 0.10  # the default review ceiling is never below this
+MAX_LABELS = 1_000_000  # beyond this many more labels "how many more" is not an answer
+
+
+def wilson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """One-sided Wilson bounds (lower, upper) of a rate of ``k`` in ``n`` at ``confidence``."""
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(confidence)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def settled(k: int, n: int, limit: float, confidence: float) -> bool | None:
+    """True when the rate is surely at most ``limit``, False when surely above, None when the bound cannot tell."""
+    lo, hi = wilson(k, n, confidence)
+    if hi <= limit:
+        return True
+    if lo > limit:
+        return False
+    return None
+
+
+def needed(k: int, n: int, limit: float, confidence: float) -> int | None:
+    """How many more trials, at the observed rate ``k/n``, until its bound settles against ``limit``;
+    None when the rate sits on the limit (no sample size would tell)."""
+    rate = k / n if n else 0.0
+    if rate == limit:
+        return None
+    m = max(n, 1)
+    while m <= MAX_LABELS and settled(round(rate * m), m, limit, confidence) is None:
+        m *= 2
+    if m > MAX_LABELS:
+        return None
+    lo = max(n, m // 2)  # bisect down to the smallest m that settles
+    while lo < m:
+        mid = (lo + m) // 2
+        if settled(round(rate * mid), mid, limit, confidence) is None:
+            lo = mid + 1
+        else:
+            m = mid
+    return m - n
+
+
+def sign_test(k: int, n: int) -> float:
+    """One-sided p of at least ``k`` of ``n`` coin flips coming up heads: P(X >= k), X ~ Bin(n, 1/2)."""
+    if n == 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(max(k, 0), n + 1)) / 2**n)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One model's decisions on the held-out posts."""
+
+    n: int
+    spam: int
+    ham: int
+    spam_blocked: int
+    ham_blocked: int
+    review: int
+    roc_auc: float
+
+    @classmethod
+    def of(cls, y: npt.NDArray[np.int_], p: npt.NDArray[np.float64], th: Thresholds) -> Side:
+        from sklearn.metrics import roc_auc_score
+
+        block, allow = p >= th.block, p < th.allow
+        return cls(
+            n=len(y),
+            spam=int(y.sum()),
+            ham=int((y == 0).sum()),
+            spam_blocked=int((block & (y == 1)).sum()),
+            ham_blocked=int((block & (y == 0)).sum()),
+            review=int((~block & ~allow).sum()),
+            roc_auc=float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else math.nan,
+        )
+
+    @property
+    def blocked(self) -> int:
+        return self.spam_blocked + self.ham_blocked
+
+    @property
+    def block_precision(self) -> float:
+        return self.spam_blocked / self.blocked if self.blocked else math.nan
+
+    @property
+    def block_recall(self) -> float:
+        return self.spam_blocked / self.spam if self.spam else math.nan
+
+    @property
+    def block_f1(self) -> float:
+        both = self.blocked + self.spam
+        return 2 * self.spam_blocked / both if both else math.nan
+
+    @property
+    def ham_blocked_share(self) -> float:
+        return self.ham_blocked / self.ham if self.ham else math.nan
+
+    @property
+    def review_share(self) -> float:
+        return self.review / self.n if self.n else math.nan
+
+    def as_dict(self) -> dict[str, float]:
+        rates = ("block_precision", "block_recall", "block_f1", "ham_blocked_share", "review_share")
+        return {**asdict(self), **{r: round(getattr(self, r), 4) for r in rates}}
+
+
+class Outcome(StrEnum):
+    BETTER = "better"
+    NOT_BETTER = "not_better"
+    TOO_FEW_LABELS = "too_few_labels"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the challenger must show; the defaults are the issue's product targets."""
+
+    max_ham_blocked: float = 0.01
+    min_block_precision: float = 0.95
+    max_review_share: float | None = None  # None: the champion's review share or REVIEW_FLOOR, the higher
+    confidence: float = 0.95  # one-sided, for every bound and the sign test
+
+    def ceiling(self, champion: Side) -> float:
+        if self.max_review_share is not None:
+            return self.max_review_share
+        return max(champion.review_share, REVIEW_FLOOR)
+
+    def judge(self, challenger: Side, champion: Side, won: int, lost: int) -> Judgement:
+        """The outcome on one held-out slice that both models decided; ``won`` posts the challenger
+        alone got right, ``lost`` the champion alone (:func:`paired`)."""
+        failures: list[str] = []
+        unsure: list[str] = []
+        more: list[int] = []  # labelled posts each unsettled check needs
+        c = challenger
+        ceiling = self.ceiling(champion)
+        if c.review_share > ceiling:
+            failures.append(f"sends {c.review_share:.1%} of posts to review, over the ceiling {ceiling:.1%}")
+
+        def bound(what: str, k: int, n: int, limit: float, at_most: bool, per_post: float) -> None:
+            lo, hi = wilson(k, n, self.confidence)
+            ok = settled(k, n, limit, self.confidence)
+            shown = f"{what} {k}/{n} ({self.confidence:.0%} bound {hi if at_most else lo:.2%})"
+            if ok is None:
+                unsure.append(f"{shown} straddles {limit:.2%}")
+                extra = needed(k, n, limit, self.confidence)
+                more.append(MAX_LABELS if extra is None or per_post == 0 else math.ceil(extra / per_post))
+            elif ok != at_most:
+                failures.append(f"{shown} {'over' if at_most else 'under'} {limit:.2%}")
+
+        # at_most: the rate must stay under the limit (ham blocked); else over it (precision).
+        bound("ham blocked", c.ham_blocked, c.ham, self.max_ham_blocked, True, c.ham / c.n)
+        # Precision is 1 - the share of blocked posts that are ham: bounded the same way.
+        bound("ham among blocked", c.ham_blocked, c.blocked, 1 - self.min_block_precision, True, c.blocked / c.n)
+        p = sign_test(won, won + lost)
+        if won <= lost:
+            failures.append(
+                f"no better than the champion: block-F1 {c.block_f1:.3f} vs {champion.block_f1:.3f}, "
+                f"{won} posts right only by the challenger, {lost} only by the champion"
+            )
+        elif p > 1 - self.confidence:
+            unsure.append(f"{won} posts right only by the challenger against {lost}: sign test p {p:.3f}")
+            more.append(_sign_test_labels(won, lost, c.n, self.confidence))
+        outcome = Outcome.NOT_BETTER if failures else Outcome.TOO_FEW_LABELS if unsure else Outcome.BETTER
+        return Judgement(outcome, failures, unsure, max(more) if unsure else 0, ceiling, round(p, 6))
+
+
+def paired(
+    y: npt.NDArray[np.int_],
+    challenger: tuple[npt.NDArray[np.float64], Thresholds],
+    champion: tuple[npt.NDArray[np.float64], Thresholds],
+) -> tuple[Side, Side, int, int]:
+    """Both models' sides on the same posts, and the posts right (spam blocked, ham not) by the
+    challenger alone and by the champion alone."""
+    right = [(p >= th.block) == (y == 1) for p, th in (challenger, champion)]
+    won, lost = int((right[0] & ~right[1]).sum()), int((~right[0] & right[1]).sum())
+    return Side.of(y, *challenger), Side.of(y, *champion), won, lost
+
+
+def _sign_test_labels(won: int, lost: int, n: int, confidence: float) -> int:
+    """More labelled posts until the sign test at the observed split and discordance would pass."""
+    share, rate = won / (won + lost), (won + lost) / n
+    m = n
+    while m <= MAX_LABELS:
+        d = max(1, round(rate * m))
+        if sign_test(math.ceil(share * d), d) <= 1 - confidence:
+            return m - n
+        m = math.ceil(m * 1.25)
+    return MAX_LABELS
+
+
+@dataclass(frozen=True)
+class Judgement:
+    outcome: Outcome
+    failures: list[str]  # settled: the challenger is not better
+    unsure: list[str]  # bounds that straddle their limits at this sample size
+    more_labels: int  # labelled posts the slowest unsure check needs (0 when none is unsure)
+    review_ceiling: float
+    sign_test_p: float
+
+    @property
+    def better(self) -> bool:
+        return self.outcome is Outcome.BETTER
+
+    def line(self) -> str:
+        """One line saying why."""
+        if self.failures:
+            return "not better: " + "; ".join(self.failures)
+        if self.unsure:
+            more = "more labels than a platform has" if self.more_labels >= MAX_LABELS else f"{self.more_labels}"
+            return f"too few labels to tell ({'; '.join(self.unsure)}): label about {more} more posts"
+        return "better: every bound holds and the challenger gets more posts right"

@@ -1,0 +1,76 @@
+"""`modstream retrain` on the embedded stack: a worker's verdicts and moderator labels on the feedback
+topic in, a self-contained bundle with a new text model and decision model, the report and the
+gate's exit code out (a tiny base model, so the text model trains in seconds)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modstream.cli import app
+from modstream.demo import simulated_labels
+from modstream.loop.rescore import OnnxText
+from modstream.stack import Endpoints, create_topics
+from modstream.traffic import produce_all
+from modstream.triton_repo import MODEL_NAME, build_repo
+from tests.integration.conftest import run_settings, run_worker
+from tests.integration.test_loop import bundle, traffic
+from tests.integration.test_train_text import tiny_base
+from workers.cards import DecisionModelCard, TextModelCard
+from workers.stages.decide import DecisionModel
+from workers.textenc import TextEncoder
+
+pytestmark = pytest.mark.integration
+__all__ = ["tiny_base"]  # a fixture
+
+
+def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
+    stack: Endpoints, tiny_model_dir: Path, tiny_base: Path, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    champion = bundle(tmp_path / "champion", tiny_model_dir, 0, "champion")
+    s = run_settings(stack, champion, run, feedback_topic=f"feedback-{run}")
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1, s.feedback_topic: 1})
+    start = datetime.now(UTC)
+    posts = traffic(400, "r", 5)
+    run_worker(s, posts).close()
+    labels = simulated_labels(posts, 0.8, seed=6)
+    produce_all(s, labels, topic=s.feedback_topic)
+    end = datetime.now(UTC)
+
+    env = {f"MODSTREAM_{k.upper()}": str(v) for k, v in s.model_dump(mode="json").items() if v is not None}
+    env = {k: v for k, v in env.items() if k.endswith(("_TOPIC", "_BOOTSTRAP", "_MODEL_DIR"))}
+    out = tmp_path / "retrained"
+    args = ["retrain", "--from-time", start.isoformat(), "--to-time", end.isoformat(), "--out", str(out)]
+    # 64 held-out posts cannot bound ham blocked under 1%: a looser gate, so the exit says better.
+    loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--base", str(tiny_base), "--epochs", "1"]
+    result = CliRunner().invoke(app, [*args, *loose], env=env)
+    assert result.exit_code == 0, result.output
+    for stage in ("1/5 dataset", "2/5 text", "3/5 rescore", "3/5 decide", "4/5 gate", "5/5 report"):
+        assert stage in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"]["with_text"] == len(labels) and report["dataset"]["no_text"] == 0
+    assert report["decision"]["gate"]["outcome"] == "better" and report["better"] is True
+    assert (out / "report.png").stat().st_size > 1000
+
+    # A bundle of its own: a new text model (copied, not linked) and a decision model that names it.
+    text = TextModelCard.load(out / "text")
+    assert not (out / "text").is_symlink() and text.version != TextModelCard.load(tiny_model_dir).version
+    assert {"tokenizer.json", "ngram.npz", text.serving_model, "hf"} <= {p.name for p in (out / "text").iterdir()}
+    assert DecisionModelCard.load(out / "decision").text_model_version == text.version
+    assert DecisionModel.load(out / "decision").version == report["decision"]["version"]
+    assert not (out / "work").exists()
+    ids, mask = TextEncoder(out / "text" / "tokenizer.json", text.max_length).encode(["great deal click now"])
+    assert asyncio.run(OnnxText(out / "text").logits(ids, mask)).shape == (1, 2)
+    repo = build_repo("cpu-embedded", out / "text", tmp_path / "repo")  # what a promotion loads into Triton
+    assert (repo / MODEL_NAME / "config.pbtxt").is_file()
+
+    # The default gate cannot tell on 64 held-out posts: it says how many more labels it needs.
+    strict = CliRunner().invoke(app, [*args, "--base", str(tiny_base), "--epochs", "1"], env=env)
+    assert strict.exit_code == 1 and "too few labels to tell" in strict.output, strict.output
