@@ -44,7 +44,7 @@ from rich.console import Console
 from modstream.artifacts import Models, ensure_models
 from modstream.bench_signals import SignalCost, signal_cost
 from modstream.demo import seed_redis
-from modstream.promotion import TextServing, promote
+from modstream.loop.promotion import TextServing, promote
 from modstream.stack import Endpoints, LocalStack, create_topics, group_members
 from modstream.traffic import Collector, Record, produce_all
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo

@@ -14,7 +14,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from modstream.loop.gate import Gate, Judgement, Side
-    from modstream.promotion import Switch, TextServing
+    from modstream.loop.promotion import Switch, TextServing
     from modstream.topics import Range
     from workers.config import Settings
     from workers.feedback import FeedbackSettings
@@ -189,7 +189,7 @@ def _text_serving(settings: Settings, name: str | None = None) -> TextServing | 
     """Triton's repository and control API for the Triton model ``name`` (default the served one's), for a
     promotion that brings another text model; None when MODSTREAM_TRITON_REPO is unset (then such a
     promotion is refused)."""
-    from modstream.promotion import TextServing
+    from modstream.loop.promotion import TextServing
     from modstream.triton_repo import ensure_model
     from workers.adapters.triton import TritonControl
 
@@ -224,7 +224,7 @@ def _switched(switch: Switch) -> None:
 def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to serve")]) -> None:
     """Serve BUNDLE: load its text model into Triton if it is another one, then swap the MODSTREAM_MODEL_DIR
     link atomically; running workers switch between batches."""
-    from modstream.promotion import PromotionError, promote
+    from modstream.loop.promotion import PromotionError, promote
     from training.dataset import DatasetError
 
     settings = _settings()
@@ -239,7 +239,7 @@ def models_promote(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text
 def models_shadow(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/ and decision/) to shadow")]) -> None:
     """Shadow BUNDLE: load its text model into Triton as the challenger's if it is another one, then swap
     the MODSTREAM_SHADOW_MODEL_DIR link; running workers switch the challenger between batches."""
-    from modstream.promotion import PromotionError, shadow
+    from modstream.loop.promotion import PromotionError, shadow
     from training.dataset import DatasetError
 
     settings = _settings()
@@ -255,7 +255,7 @@ def models_shadow(bundle: Annotated[Path, typer.Argument(help="Bundle dir (text/
 @models_app.command("rollback")
 def models_rollback() -> None:
     """Serve the bundle promoted before the current one (its text model loaded into Triton again if need be)."""
-    from modstream.promotion import PromotionError, rollback
+    from modstream.loop.promotion import PromotionError, rollback
     from training.dataset import DatasetError
 
     settings = _settings()
@@ -285,9 +285,10 @@ def demo(
         from modstream.stack import LocalStack
 
         endpoints = LocalStack(keep_stack / "stack", keep_stack / "triton_repo").status().endpoints
-        bootstrap = endpoints.kafka_bootstrap if endpoints else "?"
+        bootstrap, triton = (endpoints.kafka_bootstrap, endpoints.triton_grpc) if endpoints else ("?", "?")
         console.print(
-            f"the stack is still up: MODSTREAM_KAFKA_BOOTSTRAP={bootstrap}; "
+            f"the stack is still up: MODSTREAM_KAFKA_BOOTSTRAP={bootstrap} MODSTREAM_TRITON_URL={triton} "
+            f"MODSTREAM_TRITON_REPO={(keep_stack / 'triton_repo').absolute()}; "
             f"stop it with `modstream stack down --state-dir {keep_stack / 'stack'}`"
         )
     if as_json:
@@ -823,7 +824,14 @@ def stack_up(
         build_repo("cpu-embedded", shadow_model, repo, name=shadow_name)
     else:  # not one an earlier `stack up --shadow-model` left
         shutil.rmtree(repo / shadow_name, ignore_errors=True)
-    print(json.dumps(LocalStack(state_dir, repo, console=console).up().__dict__, indent=2))
+    endpoints = LocalStack(state_dir, repo, console=console).up()
+    print(json.dumps(endpoints.__dict__, indent=2))
+    console.print(  # what the learning loop's commands need to reach this stack (a promotion loads text models)
+        f"export MODSTREAM_KAFKA_BOOTSTRAP={endpoints.kafka_bootstrap} MODSTREAM_REDIS_URL={endpoints.redis_url} "
+        f"MODSTREAM_TRITON_URL={endpoints.triton_grpc} MODSTREAM_TRITON_REPO={repo.absolute()}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @stack_app.command("down")

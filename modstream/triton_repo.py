@@ -6,7 +6,7 @@ The repository is versioned: each text model is a version directory of its own,
 (:func:`triton_version`), so a worker that knows the card asks Triton for exactly that
 model with no table to share. The config loads every version present
 (``version_policy: all``); promoting a text model adds its directory and asks Triton
-to load it (:mod:`modstream.promotion`), retiring one removes its directory.
+to load it (:mod:`modstream.loop.promotion`), retiring one removes its directory.
 
 Three targets share one model name and one I/O contract, so the worker never
 knows which one it talks to:

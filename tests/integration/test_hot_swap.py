@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from modstream.demo import WorkerThread
-from modstream.promotion import TextServing, promote, rollback, shadow
+from modstream.loop.promotion import TextServing, promote, rollback, shadow
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, read_range
 from modstream.traffic import Collector, Record, produce_all

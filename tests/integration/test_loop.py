@@ -20,8 +20,8 @@ from modstream.demo import WorkerThread, simulated_labels
 from modstream.loop.dataset import build_dataset
 from modstream.loop.decide import retrain_decision
 from modstream.loop.gate import Gate
+from modstream.loop.promotion import promote
 from modstream.loop.replay import ReplayError, replay
-from modstream.promotion import promote
 from modstream.stack import Endpoints, create_topics
 from modstream.topics import Range, RangeError, read_range
 from modstream.traffic import Collector, Record, produce_all

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.promotion import PromotionError, TextServing, history_file, promote, rollback
+from modstream.loop.promotion import PromotionError, TextServing, history_file, promote, rollback
 from modstream.triton_repo import build_repo, versions
 from tests.conftest import minilm_tokenizer
 from tests.unit.fakes import FakeSink, FakeTextModel, event, tiny_decision_model, write_bundle

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.promotion import PromotionError, history_file, promote, rollback
+from modstream.loop.promotion import PromotionError, history_file, promote, rollback
 from modstream.topics import Range
 from tests.unit.fakes import FakeSink, FakeSource, event, logged_verdict, tiny_decision_model, write_bundle
 from tests.unit.test_worker import make_worker, msgs, verdicts
