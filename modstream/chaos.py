@@ -98,25 +98,33 @@ def tally(name: str, records: Sequence[Record], collector: Collector, recoveries
 
 
 def kill_workers(
-    name: str, s: Settings, records: Sequence[Record], kills: int, log: Path, settle_s: float = 3.0
+    name: str,
+    s: Settings,
+    records: Sequence[Record],
+    kills: int,
+    log: Path,
+    settle_s: float = 3.0,
+    incarnation: Callable[[int], Settings] | None = None,
 ) -> Result:
     """Replay ``records`` in ``kills + 1`` slices; kill -9 the worker as soon as each of the first
-    ``kills`` slices starts coming out, and start it again at once."""
+    ``kills`` slices starts coming out, and start it again at once: the n-th process with
+    ``incarnation(n)``'s settings (``s`` for all when None)."""
     create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1})
     collector = Collector(s, f"chaos-{s.group_id}")
     out = collector.outcomes
     slices = [records[i :: kills + 1] for i in range(kills + 1)]
     recoveries: list[float] = []
+    settings = incarnation or (lambda _: s)
     try:
         with contextlib.ExitStack() as workers:
-            proc = workers.enter_context(worker_process(s, log))
+            proc = workers.enter_context(worker_process(settings(0), log))
             produce_all(s, slices[0])
             for i in range(kills):
                 until(partial(started, out, slices[i]), f"slice {i} to come out")
                 killed_at = time.time()
                 proc.kill()
                 proc.wait()
-                proc = workers.enter_context(worker_process(s, log))
+                proc = workers.enter_context(worker_process(settings(i + 1), log))
                 produce_all(s, slices[i + 1])
                 recoveries.append(next_output_s(collector, killed_at))
             collector.wait_for([r.key for r in records], RECOVERY_DEADLINE_S)
@@ -342,6 +350,20 @@ class Suite:
         s = self.settings(f"kill-{guarantee}", processing_guarantee=guarantee, instance_id=f"chaos-{guarantee}")
         return kill_workers(name, s, self.posts(f"k{guarantee[0]}-"), self.kills, self.log(guarantee))
 
+    def reschedule(self) -> Result:
+        """Exactly-once with the workers as a StatefulSet's pods: each killed worker comes back as
+        another process under another client id (a rescheduled pod's: its UID is new) but the same
+        ``MODSTREAM_INSTANCE_ID`` (the pod's name, which a StatefulSet keeps), so its transactional id
+        is the killed one's and its first ``init_transactions`` fences it."""
+        name = f"kill -9 x{self.kills}, exactly-once, rescheduled pods"
+        s = self.settings("reschedule", processing_guarantee="exactly_once", instance_id="moderation-0")
+
+        def pod(n: int) -> Settings:
+            client_id = f"{s.instance_id}-{n}-{uuid.uuid4().hex[:8]}"
+            return s.model_copy(update={"kafka_extra": {**s.kafka_extra, "client.id": client_id}})
+
+        return kill_workers(name, s, self.posts("kp-"), self.kills, self.log("reschedule"), incarnation=pod)
+
     def outage(self, service: str, pause_s: float) -> Result:
         what = {"redis": f"Redis down {pause_s:.0f} s", "triton": f"tritonserver killed, back after {pause_s:.0f} s"}
         s = self.settings(service)
@@ -390,12 +412,14 @@ def run_suite(
     scenarios: dict[str, Callable[[], Result]] = {
         "kill-at-least-once": partial(suite.kill, "at_least_once"),
         "kill-exactly-once": partial(suite.kill, "exactly_once"),
+        "kill-rescheduled": suite.reschedule,
         "triton": partial(suite.outage, "triton", 2.0),
         "poison": suite.poisoned,
         "feedback": partial(suite.feedback, 3 * len(suite.posts("count-"))),
     }
     if s3 is not None:
         scenarios["broker"] = partial(s3.broker, "at_least_once")
+        scenarios["broker-exactly-once"] = partial(s3.broker, "exactly_once")
     # Last: the restarted Redis is empty (a throwaway cache), and the others read the seeded world.
     # Never an outage of a Redis this stack does not own.
     if suite.endpoints.redis_started:
@@ -415,10 +439,12 @@ def run_suite(
 SCENARIOS = (
     "kill-at-least-once",
     "kill-exactly-once",
+    "kill-rescheduled",
     "triton",
     "poison",
     "feedback",
     "broker",
+    "broker-exactly-once",
     "redis",
 )
 

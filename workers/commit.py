@@ -8,16 +8,22 @@ commits them in the transaction that holds the batch's outputs.
 
 No commit error ends the worker (:func:`recovery`): a broker restart loses assignments, moves
 the group coordinator, forgets members and fences producers, and each of those is survived by
-leaving the offsets uncommitted and handling their records again.
+leaving the offsets uncommitted and handling their records again. A transactional call can
+also never return (librdkafka, after a broker restart): each runs on a thread of its own under a
+deadline (:class:`Guarded`), and one past it is a failed producer, replaced like a fenced one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Collection, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from functools import partial
+from typing import Protocol, TypeVar, runtime_checkable
 
 from workers import isolation
 from workers.clients import Source
@@ -89,8 +95,14 @@ def client_error(exc: BaseException) -> ClientError | None:
     return next((a for a in exc.args[:1] if isinstance(a, ClientError)), None)
 
 
+class Wedged(Exception):
+    """A transactional call ran past its deadline: its producer is taken as failed."""
+
+
 def recovery(exc: BaseException, *, transactional: bool) -> Recovery:
     """How a worker goes on after a commit raised ``exc``."""
+    if isinstance(exc, Wedged):
+        return Recovery.REOPEN
     err = client_error(exc)
     if err is not None and err.name() == NOTHING_STORED:
         return Recovery.NOTHING
@@ -111,7 +123,13 @@ COMMIT_ATTEMPTS = 3
 
 class Transactions(Protocol):
     """The output producer's transactions, tied to the input consumer's group (exactly-once).
+    Each call blocks; the worker makes them through :class:`Guarded`.
     (Here rather than in workers/clients.py, which the decision model's training imports.)"""
+
+    def init(self) -> None:
+        """Register the producer's transactional id: fences a predecessor with the same id and
+        aborts the transaction it left open. Once per producer, before its first :meth:`begin`."""
+        ...
 
     def begin(self) -> None: ...
 
@@ -128,9 +146,102 @@ class Transactions(Protocol):
         """Move the consumer back to its committed offsets on every assigned partition."""
         ...
 
-    def reopen(self) -> None:
-        """Replace a fenced or failed producer with a new one; what the old one left open is aborted."""
+    def replace(self) -> None:
+        """Put a new producer (not yet :meth:`init`-ed) in place of a fenced, failed or wedged one,
+        without waiting on the old one: it is closed in the background."""
         ...
+
+
+# A transactional call counts as wedged once it runs this many times its own timeout: librdkafka
+# answers a timeout itself, as an error the policy reads; only a call that never returns gets here.
+DEADLINE_FACTOR = 1.25
+
+T = TypeVar("T")
+
+
+async def within(call: Callable[[], T], deadline_s: float, what: str) -> T:
+    """``call()`` on a thread of its own; raises :class:`Wedged` once ``deadline_s`` passes, leaving
+    the thread behind. (Not the loop's executor: a wedged call would hold one of its threads, and
+    asyncio.run waits for those at exit; a daemon thread ends with the process.)"""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():  # gone past its deadline: nobody waits for it any more
+            outcome()
+
+    def run() -> None:
+        try:
+            result = call()
+        except BaseException as exc:
+            answer = partial(settle, partial(done.set_exception, exc))
+        else:
+            answer = partial(settle, partial(done.set_result, result))
+        with contextlib.suppress(RuntimeError):  # the loop closed while the call hung
+            loop.call_soon_threadsafe(answer)
+
+    threading.Thread(target=run, name=f"txn-{what}", daemon=True).start()
+    try:
+        return await asyncio.wait_for(done, deadline_s)
+    except TimeoutError:
+        raise Wedged(f"{what} still running after {deadline_s:g} s") from None
+
+
+@dataclass(slots=True)
+class Guarded:
+    """The worker's :class:`Transactions`, each call under a deadline (:data:`DEADLINE_FACTOR` times
+    ``timeout_s``, the calls' own timeout). A producer is :meth:`Transactions.init`-ed before
+    its first transaction; one that is fenced, failed or wedged is replaced and the new one
+    initialised (same transactional id: that fences the old one) before the consumer rewinds."""
+
+    transactions: Transactions
+    timeout_s: float
+    initialised: bool = field(default=False, init=False)
+
+    async def _call(self, call: Callable[[], T], what: str) -> T:
+        return await within(call, self.timeout_s * DEADLINE_FACTOR, what)
+
+    async def init(self) -> None:
+        """Initialise the producer if it is not yet; raises when it could not be (the next
+        transaction tries again)."""
+        if not self.initialised:
+            await self._call(self.transactions.init, "init_transactions")
+            self.initialised = True
+
+    async def begin(self) -> None:
+        await self.init()
+        await self._call(self.transactions.begin, "begin_transaction")
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        await self._call(partial(self.transactions.commit, offsets), "commit_transaction")
+
+    async def abort(self) -> None:
+        await self._call(self.transactions.abort, "abort_transaction")
+
+    async def reopen(self, why: BaseException) -> None:
+        """Replace the producer ``why`` showed failed, and fence the old one with the new one's init.
+        An init that fails is logged and tried again before the next transaction."""
+        log.error("the producer is fenced, failed or wedged (%s): replacing it", describe(why))
+        self.transactions.replace()
+        self.initialised = False
+        try:
+            await self.init()
+        except Exception as exc:
+            log.warning("the new producer's init failed (%s); trying again before the next transaction", describe(exc))
+
+    async def recover(self, exc: BaseException) -> None:
+        """After a transaction failed with ``exc``: abort it, or replace a producer that cannot."""
+        if recovery(exc, transactional=True) is not Recovery.REOPEN:
+            try:
+                await self.abort()
+                return
+            except Exception as abort_exc:
+                exc = abort_exc
+        await self.reopen(exc)
+
+    async def rewind(self) -> None:
+        """The consumer back to the committed offsets (its calls have their own timeouts)."""
+        await asyncio.to_thread(self.transactions.rewind)
 
 
 class BatchCommit(Protocol):
@@ -141,7 +252,7 @@ class BatchCommit(Protocol):
         record by record, after an error)."""
         ...
 
-    def discard(self) -> None:
+    async def discard(self) -> None:
         """What the batch published so far is to be published again, record by record."""
         ...
 
@@ -166,7 +277,7 @@ class AtLeastOnce:
     async def before_publish(self) -> None:
         pass
 
-    def discard(self) -> None:
+    async def discard(self) -> None:
         pass
 
     async def settle(self, settlement: Settlement) -> None:
@@ -181,9 +292,9 @@ class AtLeastOnce:
 class ExactlyOnce:
     """One transaction per batch holds its verdicts, dead letters and input offsets. Transactions
     run one at a time in poll order: a batch publishes only after the batch before committed.
-    A failed commit aborts and raises :class:`Rewound`."""
+    A transaction that fails (to begin, or to commit) is aborted and raises :class:`Rewound`."""
 
-    transactions: Transactions
+    transactions: Guarded
     after: Awaitable[None] | None
     open: bool = False
 
@@ -197,49 +308,47 @@ class ExactlyOnce:
                 raise
             except Exception as exc:  # the batch before failed: its successors cannot commit past it
                 raise Rewound(f"the batch before failed: {exc}") from exc
-        self.transactions.begin()
+        try:
+            await self.transactions.begin()
+        except Exception as exc:  # nothing is open to abort; a producer that cannot go on is replaced
+            if recovery(exc, transactional=True) is Recovery.REOPEN:
+                await self.transactions.reopen(exc)
+            raise Rewound(f"no transaction began: {describe(exc)}") from exc
         self.open = True
 
-    def discard(self) -> None:
+    async def discard(self) -> None:
         if self.open:
-            self.transactions.abort()
             self.open = False
+            try:
+                await self.transactions.abort()
+            except Exception as exc:
+                await self.transactions.reopen(exc)
+                raise Rewound(f"the transaction could not abort: {describe(exc)}") from exc
 
     async def settle(self, settlement: Settlement) -> None:
         await self.before_publish()  # a batch that published nothing still commits its offsets
         try:
             if not settlement.complete:
                 raise DeliveryFailed(f"{len(settlement.failed)} outputs not delivered; first: {settlement.failed[0]}")
-            self._commit(settlement.store)
+            await self._commit(settlement.store)
         except Exception as exc:
-            self._abort(exc)
+            await self.transactions.recover(exc)
             raise Rewound(f"transaction aborted: {describe(exc)}") from exc
         finally:
             self.open = False
 
-    def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
-                self.transactions.commit(offsets)
+                await self.transactions.commit(offsets)
                 return
             except Exception as exc:
                 if attempt == COMMIT_ATTEMPTS or recovery(exc, transactional=True) is not Recovery.RETRY:
                     raise
                 log.warning("transaction commit failed (%s), trying again", describe(exc))
 
-    def _abort(self, exc: Exception) -> None:
-        """Abort the transaction ``exc`` ended; a producer that cannot abort is replaced."""
-        if recovery(exc, transactional=True) is not Recovery.REOPEN:
-            try:
-                self.transactions.abort()
-                return
-            except Exception as abort_exc:
-                exc = abort_exc
-        log.error("the producer is fenced or failed (%s): replacing it", describe(exc))
-        self.transactions.reopen()
 
-
-def batch_commit(source: Source, transactions: Transactions | None, after: Awaitable[None] | None) -> BatchCommit:
+def batch_commit(source: Source, transactions: Guarded | None, after: Awaitable[None] | None) -> BatchCommit:
     """The commit policy of a batch polled after ``after``: exactly-once when the worker has transactions."""
     return AtLeastOnce(source, after) if transactions is None else ExactlyOnce(transactions, after)
 

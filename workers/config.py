@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     max_batches_in_flight: Annotated[int, Field(ge=1, le=16)] = 2
     # How long to wait for delivery reports before giving the batch up for redelivery.
     publish_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    # Exactly-once: librdkafka's timeout for each transactional call (init, begin, send_offsets,
+    # commit, abort). A call still running a little past it is taken as wedged (seen after a broker
+    # restart): its producer is abandoned and replaced under the same transactional id.
+    transaction_timeout_s: Annotated[float, Field(gt=0)] = 10.0
     # A dead letter keeps at most this much of its original (with its size and hash): keep it
     # under the producer's message.max.bytes (1,000,000 by default) and the DLQ topic's limit.
     dead_letter_max_bytes: Annotated[int, Field(ge=1024)] = 512 * 1024

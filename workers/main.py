@@ -132,7 +132,8 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         conf = settings.consumer_conf(transactional=settings.exactly_once)
         ramp = BatchRamp(min(settings.batch_start_size, settings.batch_max_size), settings.batch_max_size)
         source = KafkaSource(conf, [settings.input_topic], fetch_wait, on_assign=ramp.reset)
-        transactions = KafkaTransactions(sink, source, settings.publish_timeout_s) if settings.exactly_once else None
+        timeout_s = settings.transaction_timeout_s
+        transactions = KafkaTransactions(sink, source, timeout_s) if settings.exactly_once else None
         reloader = BundleReloader(
             settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
         )

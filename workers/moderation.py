@@ -9,7 +9,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from workers.clients import Framing, HashStore, Sink, Source
-from workers.commit import BatchCommit, Rewound, Settlement, Transactions, batch_commit, is_record_error, settle
+from workers.commit import (
+    BatchCommit,
+    Guarded,
+    Rewound,
+    Settlement,
+    Transactions,
+    batch_commit,
+    is_record_error,
+    settle,
+)
 from workers.config import Settings
 from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
@@ -64,6 +73,9 @@ class ModerationWorker:
         full = self.settings.batch_max_size
         self._ramp = self.ramp or BatchRamp(full, full)
         self._closing: set[asyncio.Task[None]] = set()  # old text models' clients, closed when unused
+        # Every transactional call off the event loop, under a deadline (workers/commit.py).
+        txns, timeout_s = self.transactions, self.settings.transaction_timeout_s
+        self._transactions = Guarded(txns, timeout_s) if txns is not None else None
 
     @property
     def dlq(self) -> DeadLetters:
@@ -83,6 +95,7 @@ class ModerationWorker:
         s = self.settings
         in_flight: deque[asyncio.Task[None]] = deque()
         try:
+            await self._init_transactions()
             while not stop.is_set():
                 if self.reloader is not None and self.reloader.due():
                     # Between batches: one in flight keeps the models it started with.
@@ -104,7 +117,11 @@ class ModerationWorker:
                     except Rewound as exc:
                         await self._rewind(in_flight, exc)
             while in_flight:
-                await in_flight.popleft()
+                try:
+                    await in_flight.popleft()
+                except Rewound as exc:  # stopping: what did not commit is polled again by the next owner
+                    log.warning("%s; dropping %d batches in flight", exc, len(in_flight))
+                    break
         finally:
             for task in in_flight:
                 task.cancel()
@@ -147,20 +164,31 @@ class ModerationWorker:
         self._closing.add(asyncio.create_task(_retire_shadow(old)))
         reloader.switched(promoted)
 
+    async def _init_transactions(self) -> None:
+        """Exactly-once: fence a predecessor with this worker's transactional id (and abort what it
+        left open) before the first poll, so its offsets are settled when the group hands them
+        over. One that fails is tried again before the first transaction."""
+        if self._transactions is None:
+            return
+        try:
+            await self._transactions.init()
+        except Exception as exc:
+            log.warning("init_transactions failed (%s); trying again before the first transaction", describe(exc))
+
     async def _rewind(self, in_flight: deque[asyncio.Task[None]], exc: Rewound) -> None:
         """Exactly-once: a transaction aborted. Drop the batches polled after it (they cannot
         commit past it) and poll again from the committed offsets."""
         log.warning("%s; dropping %d batches in flight and rewinding", exc, len(in_flight))
         await asyncio.gather(*in_flight, return_exceptions=True)
         in_flight.clear()
-        assert self.transactions is not None  # only exactly-once raises Rewound
-        await asyncio.to_thread(self.transactions.rewind)
+        assert self._transactions is not None  # only exactly-once raises Rewound
+        await self._transactions.rewind()
 
     async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
         """Run one batch through the stages and publish it; its offsets become final once
         ``after`` (the previous batch) has settled, by the commit policy (workers/commit.py)."""
         BATCH_SIZE.observe(len(msgs))
-        commit = batch_commit(self.source, self.transactions, after)
+        commit = batch_commit(self.source, self._transactions, after)
         try:
             settlement = await self._process(msgs, commit)
         except BaseException as exc:
@@ -170,7 +198,7 @@ class ModerationWorker:
             # one: the worker stops and, restarted, waits for the registry, then reads the batch again.
             if not is_record_error(exc):
                 raise
-            commit.discard()
+            await commit.discard()
             settlement = await self._isolate(msgs, exc, commit)
         await commit.settle(settlement)
 

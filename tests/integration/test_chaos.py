@@ -46,19 +46,21 @@ def test_no_fault_loses_a_post_or_changes_a_decision(suites: list[Suite]) -> Non
     by_name = {r.scenario: r for r in results}
     assert all(r.lost == 0 and r.disagreeing == 0 for r in results), results
     assert all(r.crashes == 0 for r in results if "kill -9" not in r.scenario), results
-    eos = by_name["kill -9 x2, exactly-once"]
-    if eos.duplicates and not _hides_aborted(memory):
+    # Killed workers back under the same identity, as the same process or as a rescheduled pod.
+    eos = [by_name["kill -9 x2, exactly-once"], by_name["kill -9 x2, exactly-once, rescheduled pods"]]
+    if any(r.duplicates for r in eos) and not _hides_aborted(memory):
         pytest.xfail(f"the broker shows aborted transactions to read_committed readers: {eos}")
-    assert eos.duplicates == 0, eos
+    assert all(r.duplicates == 0 for r in eos), eos
 
 
-def test_a_broker_restart_under_load_ends_no_worker(suites: list[Suite]) -> None:
-    """Tansu on S3 killed -9 mid-stream and back 5 s later: the lost assignment and the commits it
-    refuses are survived (workers/commit.py). Its recovery time is a figure in docs/RELIABILITY.md,
-    not asserted here. (Exactly-once is not run: librdkafka's send_offsets_to_transaction hangs past
-    its timeout after this restart, see docs/RELIABILITY.md.)"""
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_broker_restart_under_load_ends_no_worker(suites: list[Suite], guarantee: str) -> None:
+    """Tansu on S3 killed -9 mid-stream and back 5 s later: the lost assignment, the commits it
+    refuses and (exactly-once) a transactional call that never returns are survived
+    (workers/commit.py). The time from the broker being back to the first verdict is a figure in
+    docs/RELIABILITY.md, printed here, not asserted."""
     _, s3 = suites
-    result = s3.broker("at_least_once")
+    result = s3.broker(guarantee)
     print(f"\n{result}")
     assert result.crashes == 0 and result.lost == 0 and result.disagreeing == 0, result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
@@ -239,7 +240,9 @@ class FakeKafkaException(Exception):
 
 class FakeTransactions:
     """Logs each call; the first ``fail_commits`` commits fail, then each of ``commit_errors`` is
-    raised by one commit, and an abort raises ``abort_error``. ``on_rewind`` simulates the seek."""
+    raised by one commit, and an abort raises ``abort_error``. The first ``hang_commits`` commits
+    block until :attr:`released` is set, as librdkafka's did after a broker restart.
+    ``on_rewind`` simulates the seek."""
 
     def __init__(
         self,
@@ -247,16 +250,26 @@ class FakeTransactions:
         on_rewind: Callable[[], None] | None = None,
         commit_errors: Sequence[Exception] = (),
         abort_error: Exception | None = None,
+        hang_commits: int = 0,
     ) -> None:
         self.log: list[str] = []
         self.committed: dict[tuple[str, int], int] = {}
         self.fail_commits, self.on_rewind = fail_commits, on_rewind
         self.commit_errors, self.abort_error = list(commit_errors), abort_error
+        self.hang_commits, self.released = hang_commits, threading.Event()
+
+    def init(self) -> None:
+        self.log.append("init")
 
     def begin(self) -> None:
         self.log.append("begin")
 
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if self.hang_commits:
+            self.hang_commits -= 1
+            self.log.append("commit hangs")
+            self.released.wait()
+            return  # too late: its transaction was given up
         if self.fail_commits:
             self.fail_commits -= 1
             raise RuntimeError("coordinator unavailable")
@@ -271,8 +284,8 @@ class FakeTransactions:
         if self.abort_error is not None:
             raise self.abort_error
 
-    def reopen(self) -> None:
-        self.log.append("reopen")
+    def replace(self) -> None:
+        self.log.append("replace")
 
     def rewind(self) -> None:
         self.log.append("rewind")

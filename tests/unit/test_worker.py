@@ -42,11 +42,12 @@ def make_worker(
     sink: FakeSink | None = None,
     transactions: FakeTransactions | None = None,
     ramp: BatchRamp | None = None,
+    settings: Settings | None = None,
 ) -> ModerationWorker:
     store = store or FakeStore(sets={KS.banned_domains: {"evil.com"}, KS.banned_ips: {"203.0.113.0/24"}})
     model = model or FakeTextModel(encoder.tokenize(["cheap"])[0][1])
     return ModerationWorker(
-        Settings(redis_prefix="t:"),
+        settings or Settings(redis_prefix="t:"),
         FakeSource([batch]),
         sink or FakeSink(),
         store,
@@ -257,7 +258,9 @@ class RecordingSource(FakeSource):
         self.order.append(offsets[("posts", 0)])
 
 
-def overtaking_worker(encoder: TextEncoder, sink: FakeSink) -> tuple[ModerationWorker, RecordingSource, asyncio.Event]:
+def overtaking_worker(
+    encoder: TextEncoder, sink: FakeSink, transactions: FakeTransactions | None = None
+) -> tuple[ModerationWorker, RecordingSource, asyncio.Event]:
     """Batch one ("a", "b": "hello friends") waits in the model for the gate; batch two ("c")
     runs past it."""
     source = RecordingSource(
@@ -265,7 +268,7 @@ def overtaking_worker(encoder: TextEncoder, sink: FakeSink) -> tuple[ModerationW
     )
     gate = asyncio.Event()
     cheap_id, friends_id = (encoder.tokenize([word])[0][1] for word in ("cheap", "friends"))
-    w = make_worker(encoder, [], model=WaitsForWord(cheap_id, friends_id, gate), sink=sink)
+    w = make_worker(encoder, [], model=WaitsForWord(cheap_id, friends_id, gate), sink=sink, transactions=transactions)
     w.source = source
     return w, source, gate
 

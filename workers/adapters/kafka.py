@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -180,14 +181,21 @@ class KafkaSink:
         self._producer = Producer(conf)
         self._reports: dict[int, DeliveryError | None] = {}
 
-    def reopen(self) -> None:
-        """A new producer in place of one that failed for good; the old one's reports are dropped."""
-        self._producer.flush(0)
+    def replace(self) -> None:
+        """A new producer in place of one that failed for good or hangs in a call; its delivery
+        reports go to the batches given up, never to the new producer's. The old one is destroyed
+        where its last reference goes: on a thread of its own (librdkafka's destroy waits for its
+        broker threads), or on the thread of a call it hangs in, once that returns (if ever; a
+        producer must not be closed under a call in progress)."""
+        retired = [self._producer]
         self._producer, self._reports = Producer(self._conf), {}
+        threading.Thread(target=retired.clear, name="retire-producer", daemon=True).start()
 
     def produce(self, topic: str, key: bytes | None, value: bytes, headers: Headers, token: int) -> None:
+        reports = self._reports  # this batch's: a report that comes after its flush is not another batch's
+
         def report(err: KafkaError | None, _msg: Message) -> None:
-            self._reports[token] = None if err is None else _error(err)
+            reports[token] = None if err is None else _error(err)
 
         while True:
             try:
@@ -196,7 +204,7 @@ class KafkaSink:
             except BufferError:  # local queue full: serve delivery reports to make room
                 self._producer.poll(0.05)
             except KafkaException as exc:  # refused before sending (too large, say): an error value
-                self._reports[token] = _error(exc.args[0])
+                reports[token] = _error(exc.args[0])
                 return
 
     @property
@@ -214,12 +222,14 @@ class KafkaSink:
 
 
 class KafkaTransactions:
-    """The sink's producer in transactions that also commit the source consumer's offsets."""
+    """The sink's producer in transactions that also commit the source consumer's offsets; each
+    call blocks up to ``timeout_s`` (the worker calls them through workers/commit.py's ``Guarded``)."""
 
     def __init__(self, sink: KafkaSink, source: KafkaSource, timeout_s: float) -> None:
         self._sink, self._source, self._timeout_s = sink, source, timeout_s
-        # Fences a predecessor with the same transactional id and aborts what it left open.
-        sink.producer.init_transactions(timeout_s)
+
+    def init(self) -> None:
+        self._sink.producer.init_transactions(self._timeout_s)
 
     def begin(self) -> None:
         self._sink.producer.begin_transaction()
@@ -237,17 +247,8 @@ class KafkaTransactions:
     def abort(self) -> None:
         self._sink.producer.abort_transaction(self._timeout_s)
 
-    def reopen(self) -> None:
-        self._sink.reopen()
-        # Retried until a broker answers: a fenced producer cannot be used, and the batch waits.
-        while True:
-            try:
-                self._sink.producer.init_transactions(self._timeout_s)
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable():
-                    raise
-                log.warning("init_transactions: %s; trying again", exc.args[0])
+    def replace(self) -> None:
+        self._sink.replace()
 
     def rewind(self) -> None:
         consumer = self._source.consumer
