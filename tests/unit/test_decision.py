@@ -154,3 +154,18 @@ def test_a_verdict_the_campaign_signals_decided_gets_the_campaign_action_and_nam
         assert reasons[0].code == "campaign" and "campaign_journey_users_1h=31" in reasons[0].detail
     contrib[at] = 0.0  # no push: the model's own decision
     assert judge(model, row, float(1 / (1 + np.exp(3.0))), contrib, "block")[0] == "allow"
+
+
+@pytest.mark.parametrize("value", [0.0, float("nan")])
+def test_a_campaign_signal_that_saw_no_wave_is_no_campaign(value: float) -> None:
+    """A post with no link has no journey-per-domain count (missing), a unique text a zero copy count:
+    their contributions may still be positive, but they are not a campaign, and decide nothing."""
+    model = tiny_decision_model()
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    at = FEATURES.index("campaign_journey_users_1h")
+    row[at], contrib[at] = value, 4.0
+    model.bias = -3.0
+    prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
+    decision, reasons = judge(model, row, prob, contrib, "block")
+    assert decision == model.thresholds.classify(prob) == "review"
+    assert not any("decided it" in r.detail for r in reasons)

@@ -163,7 +163,10 @@ def judge(
     push it would be decided lower) gets ``campaign_action``, and its first reason names the
     campaign signal that pushed most."""
     decision, reasons = model.thresholds.classify(prob), top_reasons(row, contrib)
-    push = np.where(CAMPAIGN_MASK, np.maximum(contrib, 0.0), 0.0)
+    # Only a campaign signal that saw a wave is evidence: a missing or zero count (no link, no copy)
+    # can still carry a positive contribution, and must never turn a review into the campaign action.
+    observed = CAMPAIGN_MASK & (np.nan_to_num(row, nan=0.0) > 0)
+    push = np.where(observed, np.maximum(contrib, 0.0), 0.0)
     if decision == "allow" or not push.any():
         return decision, reasons
     raw = model.bias + float(contrib.sum()) - float(push.sum())
