@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,14 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.demo import simulated_labels
+from modstream.demo import WorkerThread, simulated_labels
 from modstream.loop.rescore import OnnxText
 from modstream.stack import Endpoints, create_topics
-from modstream.traffic import produce_all
-from modstream.triton_repo import MODEL_NAME, build_repo
+from modstream.traffic import Collector, produce_all
+from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
 from tests.integration.test_train_text import tiny_base
+from workers.adapters.triton import TritonControl
 from workers.cards import DecisionModelCard, TextModelCard
 from workers.stages.decide import DecisionModel
 from workers.textenc import TextEncoder
@@ -74,3 +76,67 @@ def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
     # The default gate cannot tell on 64 held-out posts: it says how many more labels it needs.
     strict = CliRunner().invoke(app, [*args, "--base", str(tiny_base), "--epochs", "1"], env=env)
     assert strict.exit_code == 1 and "too few labels to tell" in strict.output, strict.output
+
+
+def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
+    stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_base: Path, tmp_path: Path
+) -> None:
+    """The README's loop on one running worker: its verdicts, moderators' labels on the feedback topic,
+    `modstream retrain`, `modstream models promote`; the next week's posts are decided by the retrained
+    text and decision models, between batches, with nothing lost and no restart."""
+    run = uuid.uuid4().hex[:8]
+    name = f"loop_{run}"  # a Triton model of this test's own: the session's spam_text stays as it is
+    build_repo("cpu-embedded", tiny_model_dir, triton_repo, RepoOptions(instances=1), name=name)
+    control = TritonControl(stack.triton_grpc, 60)
+    control.load(name)
+    served = tmp_path / "current"
+    served.symlink_to(bundle(tmp_path / "champion", tiny_model_dir, 0, "champion"))
+    s = run_settings(
+        stack,
+        served,
+        run,
+        feedback_topic=f"feedback-{run}",
+        triton_model=name,
+        triton_repo=triton_repo,
+        model_reload_s=0.5,
+    )
+    create_topics(s.kafka_bootstrap, {s.input_topic: 2, s.output_topic: 2, s.dlq_topic: 1, s.feedback_topic: 1})
+    env = {f"MODSTREAM_{k.upper()}": str(v) for k, v in s.model_dump(mode="json").items() if v is not None}
+    env = {k: v for k, v in env.items() if k.endswith(("_TOPIC", "_BOOTSTRAP", "_MODEL_DIR", "_TRITON_URL"))} | {
+        "MODSTREAM_TRITON_MODEL": name,
+        "MODSTREAM_TRITON_REPO": str(triton_repo),
+        "MODSTREAM_MODEL_RELOAD_S": "0.5",
+    }
+    history, next_week = traffic(400, "h", 5), traffic(120, "n", 6)
+    collector = Collector(s, f"collector-{run}")
+    worker = WorkerThread(s)
+    try:
+        start = datetime.now(UTC)
+        produce_all(s, history)
+        assert collector.wait_for([r.key for r in history], 120)
+        produce_all(s, simulated_labels(history, 0.8, seed=6), topic=s.feedback_topic)
+        end = datetime.now(UTC)
+        out = tmp_path / "retrained"
+        retrain = ["retrain", "--from-time", start.isoformat(), "--to-time", end.isoformat(), "--out", str(out)]
+        loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--base", str(tiny_base), "--epochs", "1"]
+        result = CliRunner().invoke(app, [*retrain, *loose], env=env)
+        assert result.exit_code == 0, result.output
+        promoted = CliRunner().invoke(app, ["models", "promote", str(out)], env=env)
+        assert promoted.exit_code == 0, promoted.output
+        time.sleep(1.5)  # past the worker's reload interval
+        produce_all(s, next_week)
+        assert collector.wait_for([r.key for r in next_week], 120), "a post got no verdict"
+    finally:
+        worker.close()  # raises what ended the worker early, if anything did: it ran throughout
+        collector.close()
+        control.close()
+    verdicts = collector.outcomes.verdicts
+    assert set(verdicts) == {r.key for r in history + next_week} and not collector.outcomes.dead_letters
+    new = (TextModelCard.load(out / "text").version, DecisionModelCard.load(out / "decision").version)
+    assert {(verdicts[r.key].model_versions["text"], verdicts[r.key].model_versions["decision"]) for r in history} == {
+        ("tiny0001", "champion")
+    }
+    assert {
+        (verdicts[r.key].model_versions["text"], verdicts[r.key].model_versions["decision"]) for r in next_week
+    } == {new}
+    assert not any(verdicts[r.key].degraded for r in next_week)
