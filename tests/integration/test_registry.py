@@ -11,7 +11,7 @@ import json
 import pytest
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from modstream.replay import Record
+from modstream.traffic import Record
 from schemas import Verdict
 from tests.integration.conftest import run_worker
 from tests.integration.test_pipeline import read_dead_letters
