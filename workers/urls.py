@@ -1,8 +1,11 @@
 """Link extraction and domain matching.
 
 Spam hides links from naive regexes (``hxxp://``, ``http:\\\\host\\path``,
-``evil[.]com``), so text is de-fanged (:func:`workers.normalise.defang`) before matching. Registrable domains come
-from tldextract's bundled public-suffix snapshot: never the network.
+``evil[.]com``), so text is de-fanged (:func:`workers.normalise.defang`) before matching. A link
+needs no scheme: ``cheap-pills.com/now`` counts when its suffix is a public one, which keeps
+``e.g.`` and ``file.txt`` out. Registrable domains come from tldextract's bundled public-suffix
+snapshot: never the network. Hosts are matched in one form, lower-case ASCII with IDNs in
+punycode (:func:`ascii_host`), so a ban on ``xn--e1afmkfd.xn--p1ai`` matches ``пример.рф``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+import idna
 import tldextract
 
 from workers.normalise import defang
 
 _EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
-_URL = re.compile(r"(?:\bhttps?\s*:\s*[/\\]{1,3}|\bwww\.)[^\s<>\"'()\[\]{}|^`]+", re.I)
+_URL_CHARS = r"[^\s<>\"'()\[\]{}|^`]"
+_URL = rf"(?:\bhttps?\s*:\s*[/\\]{{1,3}}|\bwww\.){_URL_CHARS}+"
+# A host without a scheme: labels (any script) ending in an alphabetic or punycode top-level label
+# that ends the word, then perhaps a path. Only a candidate: see _bare_host.
+_BARE = (
+    r"(?<![\w@.\-/:])(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+(?:[^\W\d_]{2,63}|xn--[a-z0-9-]{2,59})"
+    rf"(?![\w@-]|\.[^\W_])(?:/{_URL_CHARS}*)?"
+)
+_LINK = re.compile(rf"(?P<url>{_URL})|(?P<bare>{_BARE})", re.I)
 _TRAILING = ".,;:!?*"
 
 
@@ -33,6 +45,30 @@ class Link:
     subdomain_depth: int
 
 
+@lru_cache(maxsize=65_536)
+def ascii_host(host: str) -> str:
+    """``host`` as hosts are matched: lower case, no trailing dot, IDN labels in punycode
+    (UTS #46 mapping, IDNA 2008). A host IDNA cannot encode stays as it is, lower-cased."""
+    host = host.lower().rstrip(".")
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except (UnicodeError, ValueError):  # idna.IDNAError is a UnicodeError
+        return host
+
+
+def _bare_host(host: str) -> bool:
+    """Whether a host written without a scheme is taken for a link: its suffix is on the public
+    list (``file.txt``, ``e.g`` are not) and its last label is not capitalised mid-sentence
+    (``Hi.How``), unless the whole host is shouted (``EVIL.COM``)."""
+    tld = host.rpartition(".")[2]
+    if not (tld.islower() or host.isupper()):
+        return False
+    parts = _EXTRACT(ascii_host(host))
+    return bool(parts.suffix and parts.domain)
+
+
 @lru_cache(maxsize=16_384)  # campaign and popular links repeat across posts
 def _normalise(raw: str) -> Link | None:
     s = raw.strip().rstrip(_TRAILING).replace("\\", "/")
@@ -41,7 +77,7 @@ def _normalise(raw: str) -> Link | None:
         s = "http://" + s
     try:
         parts = urlsplit(s)
-        host = (parts.hostname or "").rstrip(".")
+        host = ascii_host(parts.hostname or "")
     except ValueError:
         return None
     if not host or "." not in host:
@@ -54,14 +90,24 @@ def _normalise(raw: str) -> Link | None:
     return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, suffix, depth)
 
 
+def _link(m: re.Match[str]) -> Link | None:
+    """The link a :data:`_LINK` match stands for; a bare host only past the suffix check."""
+    bare = m.group("bare")
+    if bare is not None and not _bare_host(bare.split("/", 1)[0]):
+        return None
+    return _normalise(m.group(0))
+
+
+def _found(text: str) -> Iterable[re.Match[str]]:
+    """Link candidates in de-fanged ``text``; a text without a dot has none (the cheap common case)."""
+    return _LINK.finditer(text) if "." in text else ()
+
+
 def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
     """Explicit URLs first, then those found in the text; de-duplicated, order kept."""
-    text = defang(text)
-    lower = text.lower()
-    found = _URL.finditer(text) if "http" in lower or "www." in lower else ()
+    links = [*map(_normalise, map(defang, explicit)), *map(_link, _found(defang(text)))]
     seen: dict[str, Link] = {}
-    for raw in [*map(defang, explicit), *(m.group(0) for m in found)]:
-        link = _normalise(raw)
+    for link in links:
         if link is not None and link.url not in seen:
             seen[link.url] = link
     return tuple(seen.values())
@@ -71,15 +117,14 @@ def reduce_links(text: str) -> str:
     """``text`` with each link replaced by its registrable domain: copies of a campaign that
     differ only in their link paths (one per copy, to track or to dodge filters) read the same."""
     text = defang(text)
-    lower = text.lower()
-    if "http" not in lower and "www." not in lower:
+    if "." not in text:
         return text
 
     def domain(m: re.Match[str]) -> str:
-        link = _normalise(m.group(0))
+        link = _link(m)
         return link.domain if link else m.group(0)
 
-    return _URL.sub(domain, text)
+    return _LINK.sub(domain, text)
 
 
 @lru_cache(maxsize=65_536)

@@ -2,7 +2,7 @@ import pytest
 
 from schemas.events import canonical_ip
 from workers.stages.short_circuit import BanList
-from workers.urls import domain_candidates, extract_links
+from workers.urls import ascii_host, domain_candidates, extract_links, reduce_links
 
 
 @pytest.mark.parametrize(
@@ -14,6 +14,19 @@ from workers.urls import domain_candidates, extract_links
         ("go to www.shop.example.org, now!", "http://www.shop.example.org", "example.org"),
         ("http:/single.slash.net/p", "http://single.slash.net/p", "slash.net"),
         ("raw ip http://1.2.3.4/x", "http://1.2.3.4/x", "1.2.3.4"),
+        # Without a scheme: a public suffix makes a host a link.
+        ("order at cheap-pills.com/now!", "http://cheap-pills.com/now", "cheap-pills.com"),
+        ("visit evil[.]com", "http://evil.com", "evil.com"),
+        ("Shop.Example.co.uk today", "http://shop.example.co.uk", "example.co.uk"),
+        ("GO TO EVIL.COM", "http://evil.com", "evil.com"),
+        # Unicode hosts in punycode, with or without a scheme.
+        (
+            "\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444/x",
+            "http://xn--e1afmkfd.xn--p1ai/x",
+            "xn--e1afmkfd.xn--p1ai",
+        ),
+        ("https://M\u00fcnchen.de/a", "https://xn--mnchen-3ya.de/a", "xn--mnchen-3ya.de"),
+        ("XN--E1AFMKFD.XN--P1AI", "http://xn--e1afmkfd.xn--p1ai", "xn--e1afmkfd.xn--p1ai"),
     ],
 )
 def test_obfuscated_links_are_found(text: str, url: str, domain: str) -> None:
@@ -31,8 +44,43 @@ def test_explicit_urls_are_defanged_too() -> None:
     assert (link.host, link.domain, link.suffix, link.subdomain_depth) == ("a.b.evil.com", "evil.com", "com", 2)
 
 
-def test_plain_words_are_not_links() -> None:
-    assert extract_links("e.g. this is fine. version 1.2 of file.txt") == ()
+@pytest.mark.parametrize(
+    "text",
+    [
+        "e.g. this is fine. version 1.2 of file.txt",
+        "i.e. at 5 p.m. in the U.S. with v1.2.3, 3.14 and node.js",
+        "I said hi.How are you",  # a missing space before a capital is no link
+        "write to jo3@ex4mple.com",  # an e-mail address is not a link
+        "see backup.tar.gz and notes.txt",
+    ],
+)
+def test_plain_words_are_not_links(text: str) -> None:
+    assert extract_links(text) == ()
+
+
+def test_bare_links_reduce_like_links() -> None:
+    assert reduce_links("buy at cheap-pills.com/a1?x=2 now, or evil[.]com") == "buy at cheap-pills.com now, or evil.com"
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444.", "xn--e1afmkfd.xn--p1ai"),
+        ("Example.COM", "example.com"),
+        ("bad\u2764host.com", "bad\u2764host.com"),  # IDNA 2008 refuses emoji: kept, never raised
+        ("a" * 70 + "\u00e9.com", "a" * 70 + "\u00e9.com"),  # a label too long to encode
+    ],
+)
+def test_hosts_have_one_form(host: str, expected: str) -> None:
+    assert ascii_host(host) == expected
+
+
+def test_bans_match_a_host_in_either_form() -> None:
+    unicode_ban = BanList.parse(["\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444"], [])
+    punycode_ban = BanList.parse(["XN--E1AFMKFD.xn--p1ai"], [])
+    for text in ["\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444", "http://www.xn--e1afmkfd.xn--p1ai/x"]:
+        (link,) = extract_links(text)
+        assert unicode_ban.domain_hit(link.host) == punycode_ban.domain_hit(link.host) == "xn--e1afmkfd.xn--p1ai"
 
 
 def test_parent_domains_stop_at_the_public_suffix() -> None:

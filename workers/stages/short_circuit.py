@@ -17,7 +17,7 @@ from workers.isolation import each
 from workers.keyspace import Keyspace
 from workers.metrics import BANLIST_SIZE
 from workers.records import Failure, Outcome, Post, verdict_for
-from workers.urls import domain_candidates
+from workers.urls import ascii_host, domain_candidates
 
 STAGE = "short_circuit"
 log = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ class BanList:
                 addrs.add(canonical_ip(str(net.network_address)))
             else:
                 nets.append(IPRange.of(net))
-        return cls(frozenset(d.strip().lower().rstrip(".") for d in domains), frozenset(addrs), tuple(nets))
+        # Links' hosts are in ascii_host's form (punycode), so a ban written in Unicode matches too.
+        return cls(frozenset(ascii_host(d.strip()) for d in domains), frozenset(addrs), tuple(nets))
 
     @classmethod
     def empty(cls) -> BanList:
