@@ -50,6 +50,7 @@ from training.text_scoring import (
 from training.textdata import Example, Splits, data_hash, load_labeled, split
 from workers.cards import CARD_FILE, TextModelCard
 from workers.ngram import NGRAM_FILE, NgramModel
+from workers.normalise import NORMALISER_VERSION
 from workers.textenc import TextEncoder, spam_prob
 
 # Defaults for the stock run on the default posts (training.posts): about 10 min on 2 idle cores.
@@ -372,6 +373,7 @@ def train_text(
         ngram=ngram,
         param_count=sum(p.numel() for p in model.parameters()),
         max_length=max_length,
+        normaliser=NORMALISER_VERSION,
         epochs=epochs,
         batch_size=batch_size,
         lr=lr,

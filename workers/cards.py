@@ -68,10 +68,11 @@ class _Card(BaseModel):
 
 
 class TextModelCard(_Card):
-    """The content model (``training.text_model``). Serving reads the first three fields."""
+    """The content model (``training.text_model``). Serving reads the first four fields."""
 
     serving_model: str  # the ONNX file Triton serves: model.int8.onnx or model.onnx
     max_length: int = DEFAULT_MAX_LENGTH  # tokens per text the model was trained with
+    normaliser: str | None = None  # workers.normalise.NORMALISER_VERSION it was trained with; None: before the pin
     # The training report.
     base: str | None = None
     architecture: str | None = None

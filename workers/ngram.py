@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.normalise import normalise
+from workers.normalise import NORMALISER_VERSION, check_normaliser, normalise
 
 NGRAM_FILE = "ngram.npz"
 N_BUCKETS = 1 << 18
@@ -84,9 +84,13 @@ class NgramModel:
 
     @classmethod
     def load(cls, model_dir: Path) -> NgramModel:
-        with np.load(Path(model_dir) / NGRAM_FILE) as f:
+        """Raises a one-line ``ValueError`` for a model trained with other n-gram settings or
+        another normaliser (:func:`workers.normalise.check_normaliser`)."""
+        path = Path(model_dir) / NGRAM_FILE
+        with np.load(path) as f:
             if int(f["n_buckets"]) != N_BUCKETS or tuple(f["ngram_range"]) != NGRAM_RANGE:
-                raise ValueError(f"{model_dir / NGRAM_FILE}: trained with other n-gram settings; retrain")
+                raise ValueError(f"{path}: trained with other n-gram settings; retrain")
+            check_normaliser(str(f["normaliser"]) if "normaliser" in f.files else None, path)
             return cls(f["idf"].astype(np.float32), f["coef"].astype(np.float32), float(f["intercept"]))
 
     def save(self, model_dir: Path, **meta: Any) -> Path:
@@ -98,6 +102,7 @@ class NgramModel:
             intercept=np.float64(self.intercept),
             n_buckets=np.int64(N_BUCKETS),
             ngram_range=np.array(NGRAM_RANGE),
+            normaliser=np.str_(NORMALISER_VERSION),
             **meta,
         )
         return path

@@ -14,16 +14,41 @@ confusables.txt), not a hand-kept table.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
+import sys
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 
 from confusable_homoglyphs.confusables import confusables_data  # type: ignore[import-untyped]
 
-# Zero-width and other invisible format characters (Unicode category Cf: ZWSP, ZWJ, soft
-# hyphen, bidi controls, BOM...) split words without showing anything.
-_INVISIBLE = re.compile(r"[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
+log = logging.getLogger(__name__)
+
+
+def _invisible_table() -> dict[int, None]:
+    """Every format character (category Cf: ZWSP, ZWJ, soft hyphen, bidi controls, BOM, tag
+    characters, interlinear annotation marks...) and every variation selector: they split words
+    without showing anything. Derived from the Unicode database once, at import, so a new
+    Unicode version's additions come with it.
+
+    ZWJ and the emoji variation selector go too, so an emoji ZWJ sequence falls apart into its
+    emoji (family -> man woman girl): the models still see the same emoji, and the tokenizer
+    drops format characters anyway.
+    """
+    table: dict[int, None] = {}
+    for code in range(sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if category == "Cf" or (category == "Mn" and unicodedata.name(chr(code)).startswith("VARIATION SELECTOR")):
+            table[code] = None
+    return table
+
+
+# Blank fillers that are not Cf hide in words the same way: the combining grapheme joiner, the
+# Hangul fillers (NFKC folds the other two onto U+1160) and the Khmer inherent vowels.
+_INVISIBLE = _invisible_table() | dict.fromkeys(map(ord, "\u034f\u115f\u1160\u17b4\u17b5"))
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
@@ -67,6 +92,34 @@ _LEET_TOKEN = re.compile(r"[A-Za-z0-9@$]+")
 # numbers with units (3pm, 4k, covid-19) are left alone.
 _LEET_INNER = re.compile(r"(?<=[A-Za-z])[013457@$]+(?=[A-Za-z])")
 _LEET_TAIL = re.compile(r"(?<=[A-Za-z]{2})[013457]{2,}$")
+
+
+def _version() -> str:
+    """What :func:`normalise` does, as a short hash: this module's code and the tables it derives
+    (which follow the Unicode database and the confusables package, not only this file)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(unicodedata.unidata_version.encode())
+    digest.update(repr(sorted(_CONFUSABLE.items())).encode())
+    return digest.hexdigest()[:12]
+
+
+# Pinned by each trained text model: a model trained on other normalised text is refused at load.
+NORMALISER_VERSION = _version()
+
+
+class NormaliserMismatch(ValueError):
+    """A model trained with another normaliser than this code's."""
+
+
+def check_normaliser(trained_with: str | None, source: Path) -> None:
+    """Refuse a model whose normaliser differs from this one; one without the pin (trained before
+    there was one) is accepted, with a warning, so models already in a cache keep working."""
+    if trained_with is None:
+        log.warning("%s does not record its normaliser version; assuming it matches %s", source, NORMALISER_VERSION)
+    elif trained_with != NORMALISER_VERSION:
+        raise NormaliserMismatch(
+            f"{source}: trained with normaliser {trained_with}, this code's is {NORMALISER_VERSION}; retrain"
+        )
 
 
 def defang(text: str) -> str:
@@ -143,7 +196,7 @@ def normalise(text: str) -> str:
     """The text every model sees. Idempotent; plain ASCII text skips the Unicode steps."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
-        text = _INVISIBLE.sub("", text)
+        text = text.translate(_INVISIBLE)
         text = _strip_marks(text)
         text = _WORD.sub(_deconfuse_word, text)
     text = defang(text)

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.cards import TextModelCard
+from workers.cards import CARD_FILE, TextModelCard
 from workers.clients import TextModel
 from workers.ngram import NGRAM_FILE, NgramModel, ngram_probs
+from workers.normalise import check_normaliser
 from workers.stages.score import TextScorer
 from workers.textenc import TextEncoder
 
@@ -34,6 +35,7 @@ class LocalText:
     def load(cls, text_dir: Path, max_tokens: int | None = None) -> LocalText:
         """``max_tokens`` overrides the length the card says the model was trained with."""
         card = TextModelCard.load(text_dir)
+        check_normaliser(card.normaliser, text_dir / CARD_FILE)
         encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens or card.max_length)
         ngram = NgramModel.load(text_dir) if (text_dir / NGRAM_FILE).is_file() else None
         return cls(card.version, encoder, ngram)

@@ -2,6 +2,8 @@
 
 import json
 import math
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,8 @@ import pytest
 
 from workers.cards import DEFAULT_MAX_LENGTH, CardError, DecisionModelCard, TextModelCard, Thresholds
 from workers.features import FEATURE_VERSION, FEATURES
+from workers.normalise import NORMALISER_VERSION, NormaliserMismatch
+from workers.textmodel import LocalText
 
 SPLIT = {"n": 600, "accuracy": 0.98, "precision": 0.97, "recall": 0.96, "f1": 0.965, "roc_auc": None}
 # A card as training/text_model.py wrote it before cards were typed.
@@ -71,6 +75,21 @@ def test_a_trainer_written_text_card_loads(tmp_path: Path) -> None:
 def test_a_serving_only_text_card_gets_the_documented_max_length(tmp_path: Path) -> None:
     card = TextModelCard.load(write(tmp_path, {"serving_model": "model.onnx", "version": "tiny0001"}))
     assert (card.version, card.max_length) == ("tiny0001", DEFAULT_MAX_LENGTH)
+
+
+@pytest.mark.parametrize(("pinned", "loads"), [(NORMALISER_VERSION, True), (None, True), ("0" * 12, False)])
+def test_a_text_model_trained_with_another_normaliser_is_refused(
+    tmp_path: Path, tokenizer_json: Path, pinned: str | None, loads: bool
+) -> None:
+    shutil.copy(tokenizer_json, tmp_path / "tokenizer.json")
+    card = {"serving_model": "model.onnx", "version": "tiny0001"} | ({"normaliser": pinned} if pinned else {})
+    write(tmp_path, card)
+    if loads:  # a card from before the pin (every cached model today) still loads
+        assert LocalText.load(tmp_path).version == "tiny0001"
+    else:
+        refused = f"{tmp_path / 'card.json'}: trained with normaliser {'0' * 12}, "
+        with pytest.raises(NormaliserMismatch, match=re.escape(refused)):
+            LocalText.load(tmp_path)
 
 
 def test_a_decision_card_round_trips_with_nan(tmp_path: Path) -> None:

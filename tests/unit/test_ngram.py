@@ -11,6 +11,7 @@ import pytest
 from training.ngram_model import train_ngram
 from training.textdata import Example, Splits
 from workers.ngram import N_BUCKETS, NGRAM_FILE, NgramModel, ngram_ids, tfidf_rows
+from workers.normalise import NORMALISER_VERSION, NormaliserMismatch
 
 
 def test_ngram_ids_are_deterministic_and_in_range() -> None:
@@ -59,5 +60,29 @@ def test_trained_model_separates_and_round_trips(tmp_path: Path) -> None:
     assert (tmp_path / NGRAM_FILE).is_file()
     assert report["metrics"]["test"]["f1"] == 1.0
     model = NgramModel.load(tmp_path)
+    with np.load(tmp_path / NGRAM_FILE) as saved:
+        assert str(saved["normaliser"]) == NORMALISER_VERSION
     probs = model.spam_prob(["win a free iphone now, click http://prize99.example", "see you at lunch tomorrow"])
     assert probs[0] > 0.5 > probs[1]
+
+
+def _saved(model_dir: Path, **fields: object) -> None:
+    """A model's file as ``NgramModel.save`` writes it, with ``fields`` replaced or (None) left out."""
+    model = NgramModel(np.ones(N_BUCKETS, dtype=np.float32), np.zeros(N_BUCKETS, dtype=np.float32), 0.0)
+    model.save(model_dir)
+    with np.load(model_dir / NGRAM_FILE) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays.update({k: v for k, v in fields.items() if v is not None})
+    np.savez_compressed(model_dir / NGRAM_FILE, **{k: v for k, v in arrays.items() if fields.get(k, 0) is not None})
+
+
+def test_a_model_trained_with_another_normaliser_is_refused(tmp_path: Path) -> None:
+    _saved(tmp_path, normaliser=np.str_("0" * 12))
+    with pytest.raises(NormaliserMismatch, match=r"ngram\.npz: trained with normaliser 0{12}, .*; retrain"):
+        NgramModel.load(tmp_path)
+
+
+def test_a_model_from_before_the_pin_still_loads(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _saved(tmp_path, normaliser=None)
+    assert NgramModel.load(tmp_path).intercept == 0.0
+    assert "does not record its normaliser version" in caplog.text

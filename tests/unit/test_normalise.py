@@ -3,13 +3,24 @@ and ordinary posts must pass through unchanged."""
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.normalise import defang, normalise, unleet
+from training.evasions import OBFUSCATIONS
+from workers.normalise import (
+    _INVISIBLE,
+    NORMALISER_VERSION,
+    NormaliserMismatch,
+    check_normaliser,
+    defang,
+    normalise,
+    unleet,
+)
 from workers.textenc import TextEncoder
 
 ADVERSARIAL = [
@@ -20,6 +31,11 @@ ADVERSARIAL = [
     ("fr\u200bee mo\u200dney", "free money"),
     ("cl\u2060ick\ufeff here", "click here"),
     ("vi\u00adagra", "viagra"),  # soft hyphen
+    # Every other format character and the variation selectors, from the Unicode database.
+    ("vi\U000e0041agra \U000e0001fr\U000e007fee", "viagra free"),  # tag characters
+    ("ca\u061csh pr\ufff9i\ufffaz\ufffbe", "cash prize"),  # Arabic letter mark, interlinear annotation
+    ("vi\ufe0fagra fr\ufe00ee mo\U000e0100ney", "viagra free money"),  # variation selectors
+    ("cl\u180eick he\U0001d173re", "click here"),  # Mongolian vowel separator, a musical format char
     # Compatibility forms NFKC folds: fullwidth and mathematical letters.
     ("\uff26\uff32\uff25\uff25 gift", "FREE gift"),
     ("\U0001d41f\U0001d42b\U0001d41e\U0001d41e \U0001d426\U0001d428\U0001d427\U0001d41e\U0001d432", "free money"),
@@ -69,6 +85,41 @@ def test_obfuscated_and_plain_spam_normalise_alike() -> None:
         "Your M\u0456cr0s\u200boft acc\u043eunt has been c\u043empr\u00f6mised, cl1ck here hxxp://microsoft-help[.]com"
     )
     assert normalise(obfuscated) == plain
+
+
+def test_every_format_character_and_variation_selector_is_invisible() -> None:
+    assert sum(unicodedata.category(chr(c)) == "Cf" for c in _INVISIBLE) == sum(
+        unicodedata.category(chr(c)) == "Cf" for c in range(sys.maxunicode + 1)
+    )
+    selectors = [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)]
+    assert all(c in _INVISIBLE for c in selectors)
+    assert normalise("".join(map(chr, selectors))) == ""
+
+
+def test_emoji_sequences_fall_apart_into_their_emoji() -> None:
+    # ZWJ and the emoji presentation selector go like every format character: the emoji stay.
+    assert (
+        normalise("\u2764\ufe0f \U0001f468\u200d\U0001f469\u200d\U0001f467") == "\u2764 \U0001f468\U0001f469\U0001f467"
+    )
+
+
+@pytest.mark.parametrize("name", OBFUSCATIONS)
+def test_the_measured_evasions_normalise_to_the_plain_text(name: str) -> None:
+    # training/evasions.py's obfuscations, which measure the trained model, are undone here.
+    plain = "Claim your free prize today at http://www.cheap-pills.com/now before midnight"
+    obfuscated = OBFUSCATIONS[name](plain)
+    assert obfuscated != plain
+    expected = plain if name != "links without scheme, defanged" else plain.replace("http://www.", "")
+    assert normalise(obfuscated) == normalise(expected)
+
+
+def test_the_version_is_pinned_and_a_mismatch_refused(caplog: pytest.LogCaptureFixture) -> None:
+    assert len(NORMALISER_VERSION) == 12
+    check_normaliser(NORMALISER_VERSION, Path("model/card.json"))
+    with pytest.raises(NormaliserMismatch, match=r"model/card.json: trained with normaliser 0{12}, .*; retrain"):
+        check_normaliser("0" * 12, Path("model/card.json"))
+    check_normaliser(None, Path("old/card.json"))  # a model from before the pin still loads
+    assert "old/card.json does not record its normaliser version" in caplog.text
 
 
 def test_defang_leaves_text_without_markers() -> None:
