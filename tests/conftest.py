@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from collections.abc import Iterator
@@ -19,6 +20,17 @@ from workers.config import Settings
 
 TINY_VOCAB = 1000
 TINY_DIM = 8
+
+
+@pytest.fixture(autouse=True)
+def _own_logging() -> Iterator[None]:
+    """Each test starts and ends with the root logger as it found it: a command run by CliRunner
+    configures logging onto the runner's stderr, which is closed once the command returns."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def write_tiny_onnx(path: Path, seed: int = 0) -> None:
