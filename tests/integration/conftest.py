@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio as aioredis
+from rich.console import Console
 
-from modstream.demo import WorkerThread
+from modstream.artifacts import Models, ensure_models
+from modstream.demo import WorkerThread, worker_settings
 from modstream.redis_cluster import LocalRedisCluster
-from modstream.stack import Endpoints, create_topics
+from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.traffic import Collector, Record, produce_all
+from modstream.triton_repo import build_repo
 from tests.unit.fakes import tiny_decision_model
 from workers.clients import Framing
 from workers.config import Settings
@@ -39,6 +44,21 @@ def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) 
         batch_max_wait_s=0.02,
         **overrides,
     )
+
+
+@contextmanager
+def default_models_stack(prefix: str) -> Iterator[tuple[Models, Endpoints, Settings]]:
+    """A private stack serving the trained default models, with this run's settings and its
+    one-partition topics (one partition: the posts are decided in the order they are sent)."""
+    models = ensure_models(Console(stderr=True))
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        repo = build_repo("cpu-embedded", models.text, Path(tmp) / "triton_repo")
+        with LocalStack(Path(tmp) / "stack", repo) as ep:
+            settings = worker_settings(ep, models.bundle, uuid.uuid4().hex[:8])
+            create_topics(
+                ep.kafka_bootstrap, dict.fromkeys((settings.input_topic, settings.output_topic, settings.dlq_topic), 1)
+            )
+            yield models, ep, settings
 
 
 def run_worker(

@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
-import tempfile
-import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import redis
-from rich.console import Console
 
-from modstream.artifacts import ensure_models
-from modstream.demo import worker_settings
-from modstream.stack import LocalStack, create_topics
 from modstream.traffic import Record
-from modstream.triton_repo import build_repo
-from tests.integration.conftest import run_worker
+from tests.integration.conftest import default_models_stack, run_worker
 from training.text_model import EVAL_SETS
 from workers.keyspace import Keyspace
 
@@ -46,34 +38,26 @@ def evaluation_posts() -> list[tuple[str, str, str]]:
 
 def test_reference_examples_and_casual_posts_get_the_right_verdicts() -> None:
     """Spam is never allowed; no reference ham and no casual post is blocked."""
-    models = ensure_models(Console(stderr=True))
     now = datetime.now(UTC)
     posts = evaluation_posts()
-    with tempfile.TemporaryDirectory(prefix="modstream-ref-") as tmp:
-        repo = build_repo("cpu-embedded", models.text, Path(tmp) / "triton_repo")
-        with LocalStack(Path(tmp) / "stack", repo) as ep:
-            run = uuid.uuid4().hex[:8]
-            settings = worker_settings(ep, models.bundle, run)
-            create_topics(
-                ep.kafka_bootstrap, {settings.input_topic: 1, settings.output_topic: 1, settings.dlq_topic: 1}
-            )
-            ks = Keyspace(settings.redis_prefix)
-            r = redis.Redis.from_url(ep.redis_url)
-            records = []
-            for i, (pid, text, _) in enumerate(posts):
-                user = f"new-{run}-{i}"  # each its own account, created a day ago, no history
-                r.hset(ks.user(user), mapping={"created_at": str(int((now - timedelta(days=1)).timestamp()))})
-                event = {
-                    "post_id": pid,
-                    "user_id": user,
-                    "created_at": now.isoformat().replace("+00:00", "Z"),
-                    "text": text,
-                    "ip": f"198.51.100.{10 + i}",
-                    "platform": "web",
-                    "journey": HUMAN_JOURNEY,
-                }
-                records.append(Record(pid, json.dumps(event).encode(), None))
-            verdicts = run_worker(settings, records, timeout_s=180).outcomes.verdicts
+    with default_models_stack("modstream-ref-") as (_, ep, settings):
+        ks = Keyspace(settings.redis_prefix)
+        r = redis.Redis.from_url(ep.redis_url)
+        records = []
+        for i, (pid, text, _) in enumerate(posts):
+            user = f"new-{settings.group_id}-{i}"  # each its own account, created a day ago, no history
+            r.hset(ks.user(user), mapping={"created_at": str(int((now - timedelta(days=1)).timestamp()))})
+            event = {
+                "post_id": pid,
+                "user_id": user,
+                "created_at": now.isoformat().replace("+00:00", "Z"),
+                "text": text,
+                "ip": f"198.51.100.{10 + i}",
+                "platform": "web",
+                "journey": HUMAN_JOURNEY,
+            }
+            records.append(Record(pid, json.dumps(event).encode(), None))
+        verdicts = run_worker(settings, records, timeout_s=180).outcomes.verdicts
     wrong = [
         f"{label} got {verdicts[pid].decision}: {text!r} ({verdicts[pid].stage_scores})"
         for pid, text, label in posts

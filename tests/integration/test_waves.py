@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import redis
-from rich.console import Console
 
-from modstream.artifacts import ensure_models
-from modstream.demo import worker_settings
-from modstream.stack import LocalStack, create_topics
 from modstream.traffic import Record
-from modstream.triton_repo import build_repo
 from schemas import Verdict
-from tests.integration.conftest import run_worker
+from tests.integration.conftest import default_models_stack, run_worker
 from workers.cards import DecisionModelCard
 from workers.keyspace import Keyspace
 from workers.signals import MINUTES
@@ -122,31 +115,23 @@ WAVES = ("campaign", "news", "greeting")
 
 
 def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
-    models = ensure_models(Console(stderr=True))
     now = datetime.now(UTC)
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)  # one 10-min bucket
-    with tempfile.TemporaryDirectory(prefix="modstream-waves-") as tmp:
-        repo = build_repo("cpu-embedded", models.text, Path(tmp) / "triton_repo")
-        with LocalStack(Path(tmp) / "stack", repo) as ep:
-            run = uuid.uuid4().hex[:8]
-            settings = worker_settings(ep, models.bundle, run)
-            create_topics(
-                ep.kafka_bootstrap, {settings.input_topic: 1, settings.output_topic: 1, settings.dlq_topic: 1}
-            )
-            # A major outlet: the platform has known the domain for years.
-            r = redis.Redis.from_url(ep.redis_url)
-            years_ago = str(int((now - timedelta(days=5000)).timestamp()))
-            mapping = {"created_at": years_ago, "reputation": "0.97", "posts": "250000", "reports": "3"}
-            r.hset(Keyspace(settings.redis_prefix).domain("northgazette.co.uk"), mapping=mapping)
-            posts = waves(run, start)
-            records = [
-                Record(str(e["post_id"]), json.dumps(e).encode(), None)
-                for i in range(60)
-                for wave in WAVES
-                if i < len(posts[wave])
-                for e in [posts[wave][i]]
-            ]
-            verdicts = run_worker(settings, records, timeout_s=240).outcomes.verdicts
+    with default_models_stack("modstream-waves-") as (models, ep, settings):
+        # A major outlet: the platform has known the domain for years.
+        r = redis.Redis.from_url(ep.redis_url)
+        years_ago = str(int((now - timedelta(days=5000)).timestamp()))
+        mapping = {"created_at": years_ago, "reputation": "0.97", "posts": "250000", "reports": "3"}
+        r.hset(Keyspace(settings.redis_prefix).domain("northgazette.co.uk"), mapping=mapping)
+        posts = waves(settings.group_id, start)
+        records = [
+            Record(str(e["post_id"]), json.dumps(e).encode(), None)
+            for i in range(60)
+            for wave in WAVES
+            if i < len(posts[wave])
+            for e in [posts[wave][i]]
+        ]
+        verdicts = run_worker(settings, records, timeout_s=240).outcomes.verdicts
     got = {w: [verdicts[str(e["post_id"])] for e in posts[w]] for w in WAVES}
     for w in WAVES:
         print(w, _table(got[w][:20]), _table(got[w][-20:]))
