@@ -137,6 +137,7 @@ ReasonCode = Literal[
     "feature",
     "degraded",
     "text_truncated",
+    "text_language",
 ]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from training.calibration import ece
 from training.simulator import KS, WAVES, SimPost, Simulator, World
 from training.textdata import Example
 from workers.cards import DecisionModelCard, Thresholds
@@ -55,6 +56,10 @@ PARAMS = {
 }
 DEGRADED_TEXT_SHARE = 0.05  # rows trained without a text score, as when Triton is down
 DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis is down
+# Rows trained without either text score, as a post in a language the text model cannot judge
+# (workers/language.py): the model learns to decide those on the other signals alone.
+UNJUDGED_TEXT_SHARE = 0.05
+TEXT_SCORES = np.array([FEATURES.index("text_spam_prob"), FEATURES.index("text_ngram_spam_prob")])
 
 
 class DictStore:
@@ -145,6 +150,7 @@ class Evaluation:
     allow_npv: float
     review_share: float
     decisions: dict[str, int]
+    ece: float  # expected calibration error of the served score (training/calibration.py)
 
 
 def _decisions(p: FloatArray, th: Thresholds) -> dict[str, int]:
@@ -166,12 +172,14 @@ def evaluate(y: Labels, p: FloatArray, th: Thresholds) -> Evaluation:
         allow_npv=float(1 - y[allow].mean()) if allow.any() else float("nan"),
         review_share=float(review.mean()),
         decisions={"allow": int(allow.sum()), "review": int(review.sum()), "block": int(block.sum())},
+        ece=ece(y, p),
     )
 
 
 def _degrade(x: FloatArray, rng: np.random.Generator) -> FloatArray:
     x = x.copy()
     x[rng.random(len(x)) < DEGRADED_TEXT_SHARE, FEATURES.index("text_spam_prob")] = np.nan
+    x[np.ix_(rng.random(len(x)) < UNJUDGED_TEXT_SHARE, TEXT_SCORES)] = np.nan
     # What enrichment reads from Redis: the entity hashes and the stream-kept signals.
     history = [
         i
@@ -228,6 +236,7 @@ def save(
     simulator: dict[str, float] | None = None,
     validation_rows: FloatArray | None = None,
     waves: dict[str, dict[str, int]] | None = None,
+    without_text: dict[str, dict[str, int]] | None = None,
 ) -> DecisionModelCard:
     """``model.txt`` and its card in ``out``; the version is the model file's hash."""
     booster = fitted.booster
@@ -248,6 +257,7 @@ def save(
         importance_gain=dict(sorted(zip(FEATURES, map(float, gain), strict=True), key=lambda kv: -kv[1])),
         simulator=simulator,
         waves=waves,
+        without_text=without_text,
     )
     card.save(out)
     return card
@@ -297,6 +307,9 @@ def train_decision(
     fitted = fit(_degrade(xt, rng), yt, xv, yv, monotone=monotone)
     th = fitted.thresholds
     ps = fitted.predict(xs)
+    blind = xs.copy()
+    blind[:, TEXT_SCORES] = np.nan
+    pb = fitted.predict(blind)
     card = save(
         fitted,
         out,
@@ -306,11 +319,13 @@ def train_decision(
         validation_rows=xv,
         test=evaluate(ys, ps, th),
         waves={wave: _decisions(ps[test_waves == wave], th) for wave in WAVES},
+        without_text={label: _decisions(pb[ys == y], th) for label, y in (("ham", 0), ("spam", 1))},
         simulator={
             "seed": seed,
             "posts": n_posts,
             "degraded_text_share": DEGRADED_TEXT_SHARE,
             "degraded_redis_share": DEGRADED_REDIS_SHARE,
+            "unjudged_text_share": UNJUDGED_TEXT_SHARE,
             "stream_signals": int(signals),
         },
     )

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import scipy.sparse as sp  # type: ignore[import-untyped]  # no stubs in the environment
 from sklearn.linear_model import LogisticRegression
 
+from training.calibration import ece, fit_platt
 from training.text_scoring import metrics
 from training.textdata import Example, Splits
 from workers.ngram import N_BUCKETS, NgramModel, tfidf_rows
@@ -64,11 +65,16 @@ def train_ngram(splits: Splits, out: Path, seed: int) -> dict[str, Any]:
             best = (f1, c, clf)
     assert best is not None
     _, c, clf = best
-    model = NgramModel(idf, clf.coef_[0].astype(np.float32), float(clf.intercept_[0]))
+    # Platt scaling on validation, folded into the weights: the worker computes calibrated scores as before.
+    raw = clf.predict_proba(x_val)[:, 1]
+    a, b = fit_platt(raw, y_val)
+    coef, intercept = clf.coef_[0] * a, float(clf.intercept_[0]) * a + b
+    model = NgramModel(idf, coef.astype(np.float32), intercept)
     model.save(out)
     return {
         "c": c,
         "val_f1_by_c": val_f1,
+        "calibration": {"platt_a": a, "platt_b": b, "val_ece_before": ece(y_val, raw)},
         "n_buckets": N_BUCKETS,
         "metrics": {
             name: metrics(_labels(part), model.spam_prob([e.text for e in part]))

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 from matplotlib.figure import Figure
+from sklearn.calibration import calibration_curve
 from sklearn.metrics import (
     auc,
     average_precision_score,
@@ -105,4 +106,17 @@ def feature_importance(
     ax.barh([names[i] for i in order], values[order])
     ax.set(xlabel="Importance", title=title)
     ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def reliability(curves: Mapping[str, tuple[ArrayLike, ArrayLike]], path: Path, title: str = "Reliability") -> Path:
+    """Spam share against mean score in ten equal-width bins, one line per ``name -> (y_true, y_score)``."""
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="calibrated")
+    for name, (y, p) in curves.items():
+        share, mean = calibration_curve(np.asarray(y), np.asarray(p), n_bins=10, strategy="uniform")
+        ax.plot(mean, share, marker="o", label=name)
+    ax.set(xlabel="mean score in bin", ylabel="spam share in bin", title=title, xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=8)
     return _save(fig, path)

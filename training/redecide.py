@@ -19,7 +19,7 @@ from workers.features import FEATURE_VERSION, FEATURES
 from workers.stages.decide import DecisionModel, judge
 
 # Reasons about what the post's inputs were, not about the model: another model keeps them.
-INPUT_REASONS: frozenset[ReasonCode] = frozenset({"degraded", "text_truncated"})
+INPUT_REASONS: frozenset[ReasonCode] = frozenset({"degraded", "text_truncated", "text_language"})
 
 
 @dataclass

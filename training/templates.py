@@ -1,7 +1,8 @@
 """Hand-written post templates: a small augmentation share of the default training set.
 
 They cover what the registry data lacks: short social-media spam (phishing with
-obfuscated links, pills and toll-free numbers, crypto and follower scams) and short
+obfuscated links, pills and toll-free numbers, crypto and follower scams, self-promotion,
+giveaways, DM-me and fake-support scams, dating bait, SEO comments, pump-and-dump) and short
 everyday posts, above all the community notices that read like ads (a sofa given
 away, a garage sale, a lost pet, a room to let, a job at the corner cafe) and the
 congratulations that spam borrows ("Congratulations! You won..."): the
@@ -58,6 +59,17 @@ _FILL: dict[str, tuple[str, ...]] = {
     ),
     "team": ("our team", "the girls' team", "my son's team", "the Tigers", "our office league team"),
     "win": ("won the finals", "won the championship", "won 3-1 tonight", "won the science fair", "took first place"),
+    "content": ("gaming videos", "makeup tutorials", "beats", "cover songs", "crypto tips", "fitness vlogs"),
+    "social": ("Instagram", "TikTok", "Telegram", "WhatsApp", "Snapchat", "Discord"),
+    "handle": ("@cash_queen_22", "@forexmentor.anna", "@real_deals_4u", "@lucky.drop", "@growfast_official"),
+    "coin": ("BTC", "ETH", "USDT", "SOL", "DOGE"),
+    "amount": ("0.1", "0.5", "1", "500", "2,000"),
+    "wallet": ("wallet", "MetaMask", "Trust Wallet", "Coinbase account", "exchange account"),
+    "service": ("plumbing", "SEO services", "cheap essays", "car rentals", "web design", "replica watches"),
+    "city": ("Dubai", "London", "Toronto", "Sydney", "Austin"),
+    "ticker": ("$XQZ", "$MOON", "$PLTX", "$NOVA", "$GEMX"),
+    "topic": ("the chain rule", "sourdough starters", "the new update", "how to fix the leak", "the history part"),
+    "show": ("the finale", "the new episode", "last night's game", "the concert", "the trailer"),
 }
 
 SPAM_TEMPLATES = (
@@ -71,6 +83,23 @@ SPAM_TEMPLATES = (
     "You have been selected for a {prize}! {cta} {phone}",
     "Get 10k followers in 24h, {cta} {link}",
     "URGENT: {brand} {thing} {bad}, reply with your password to keep it",
+    # Social spam: self-promotion, giveaways and crypto doubling, DM-me scams, fake support,
+    # adult and dating bait, SEO comments, pump-and-dump.
+    "check out my channel!! I post {content} every week, {cta}",
+    "subscribe to my channel for more {content} {link}",
+    "follow me on {social} for daily {content} {handle}",
+    "{coin} GIVEAWAY: send {amount} {coin} to my {wallet} and get double back instantly",
+    "giving away {amount} {coin} to everyone who follows and DMs me today",
+    "hey dear, I saw your profile. {cta}, I have a business offer for you",
+    "I earned {money} with {handle}, she is the best {scheme} mentor, message her on {social}",
+    "anyone looking for an online job? earn {money} from your phone, {cta}",
+    "problems with your {wallet}? contact {brand} support on {social} {phone}",
+    "hot singles in your area want to meet you tonight {link}",
+    "bored tonight? see my private pics here {link}",
+    "Great post! For the best {service} in {city} visit {link}",
+    "Very informative article, thanks for sharing. Check our {service} at {link}",
+    "{ticker} is about to explode, buy now before it's too late, 100x guaranteed",
+    "insider tip: {ticker} announcement tomorrow, load up now and {cta}",
 )
 HAM_TEMPLATES = (
     "Selling my {item}, {price} bucks, pickup only",
@@ -95,6 +124,17 @@ HAM_TEMPLATES = (
     "{event} raised {price}00 for {cause}, thank you {who}",
     "congratulations {who} on {milestone}! so happy for you",
     "{team} {win}!! congrats everyone, so proud",
+    # Comments, replies, questions and reviews.
+    "great video, thanks for explaining {topic} so clearly",
+    "does anyone know when {show} starts?",
+    "who else is here after {show}?",
+    "bought this {item} last month and it still works great",
+    "congrats on 10k followers {who}, well deserved!",
+    "does the {item} come with a warranty or not?",
+    "my {pet} loves this, thanks for the recommendation",
+    "just watched {show}, I can't stop thinking about it",
+    "I follow you on {social} too, your {content} got me through the week",
+    "not worth {price}, the {item} broke after two weeks",
 )
 
 

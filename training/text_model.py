@@ -30,6 +30,7 @@ from rich.progress import TaskID
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from training import plots
+from training.calibration import ece, fit_temperature
 from training.fusion import Fusion
 from training.ngram_model import train_ngram
 from training.posts import data_card, post_splits
@@ -49,6 +50,7 @@ from training.text_scoring import (
 )
 from training.textdata import Example, Splits, data_hash, load_labeled, split
 from workers.cards import CARD_FILE, TextModelCard
+from workers.language import judged_languages, language_counts
 from workers.ngram import NGRAM_FILE, NgramModel
 from workers.normalise import NORMALISER_VERSION
 from workers.textenc import TextEncoder, spam_prob
@@ -186,6 +188,25 @@ def _train_loop(
     }
 
 
+def scale_classifier(model: PreTrainedModel, factor: float) -> None:
+    """Multiply the classifier's output logits by ``factor`` (1/T) by scaling its last linear layer."""
+    head = model.get_submodule("classifier")
+    assert isinstance(head, torch.nn.Linear)
+    with torch.no_grad():
+        head.weight.mul_(factor)
+        if head.bias is not None:
+            head.bias.mul_(factor)
+
+
+def _calibrate(model: PreTrainedModel, val: Encoded, labels: npt.NDArray[np.int64]) -> dict[str, float]:
+    """Temperature-scale the classifier on the validation split (fp32, as served); returns the card's report."""
+    before = _torch_scores(model, val, nullcontext)
+    temperature = fit_temperature(before, labels)
+    scale_classifier(model, 1 / temperature)
+    after = _torch_scores(model, val, nullcontext)
+    return {"temperature": temperature, "val_ece_before": ece(labels, before), "val_ece_after": ece(labels, after)}
+
+
 def eval_sets() -> dict[str, list[Example]]:
     return {name: load_labeled(path, min_per_class=0) for name, path in EVAL_SETS.items()}
 
@@ -261,6 +282,17 @@ def _export_and_evaluate(
     plots.confusion(y, (scores >= THRESHOLD).astype(int), out / "confusion.png", title=title)
     fused_shown = np.concatenate([fused[name] for name in shown])
     plots.confusion(y, (fused_shown >= THRESHOLD).astype(int), out / "confusion_fused.png", title=f"{title}, fused")
+    held = labels[held_out]
+    curves: dict[str, npt.NDArray[Any]] = {
+        "transformer": test_scores[f"{precision}/{held_out}"],
+        "n-gram": ngram_scores[held_out],
+        "fused": fused[held_out],
+    }
+    plots.reliability(
+        {name: (held, p) for name, p in curves.items()},
+        out / "reliability.png",
+        title=f"Calibration on the {held_out} split",
+    )
     return {
         # Both text signals the decision model reads: a new n-gram model is a new text model version.
         "version": _files_hash(serving, out / NGRAM_FILE)[:12],
@@ -325,6 +357,7 @@ def train_text(
         own = split(load_labeled(data), seed, test_fraction=0.0)
         splits = Splits(own.train, own.val, load_labeled(test, min_per_class=0))
     examples = splits.train + splits.val + splits.test
+    languages = language_counts((e.text, e.label) for e in splits.train)
     init = init_model(base)
     model = init.model
     bf16 = _bf16_supported() if bf16 is None else bf16
@@ -342,12 +375,13 @@ def train_text(
 
     model.get_input_embeddings().weight.requires_grad_(not freeze_embeddings)
     train_started = time.perf_counter()
+    val, val_labels = Encoded.of(encoder, [e.text for e in splits.val]), np.array([e.label for e in splits.val])
     loop = _train_loop(
         model,
         Encoded.of(encoder, [e.text for e in splits.train]),
         np.array([e.label for e in splits.train], dtype=np.int64),
-        Encoded.of(encoder, [e.text for e in splits.val]),
-        np.array([e.label for e in splits.val], dtype=np.int64),
+        val,
+        val_labels,
         epochs=epochs,
         batch_size=batch_size,
         lr=lr,
@@ -358,6 +392,7 @@ def train_text(
         balanced=balanced,
     )
     train_seconds = time.perf_counter() - train_started
+    calibration = _calibrate(model, val, val_labels)
     model.save_pretrained(hf_dir)
     evaluation = _export_and_evaluate(model, encoder, splits, out, seed)
     evaluation["file_bytes"]["hf"] = _dir_size(hf_dir)
@@ -374,6 +409,8 @@ def train_text(
         param_count=sum(p.numel() for p in model.parameters()),
         max_length=max_length,
         normaliser=NORMALISER_VERSION,
+        languages=judged_languages(languages),
+        language_counts=languages,
         epochs=epochs,
         batch_size=batch_size,
         lr=lr,
@@ -383,6 +420,7 @@ def train_text(
         balanced_loss=balanced,
         threshold=THRESHOLD,
         **loop,
+        calibration=calibration,
         **evaluation,
         train_seconds=train_seconds,
         total_seconds=time.perf_counter() - started,

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
+from training.calibration import ece
 from training.fusion import Fusion
 from training.textdata import load_labeled
 from workers.cards import TextModelCard
@@ -130,7 +131,7 @@ def score_texts(
 
 
 def metrics(y_true: npt.ArrayLike, y_score: npt.ArrayLike, threshold: float = THRESHOLD) -> dict[str, Any]:
-    """n, accuracy, precision, recall, f1 and roc_auc (None when only one class is present)."""
+    """n, accuracy, precision, recall, f1, roc_auc (None when only one class is present) and ece."""
     y = np.asarray(y_true, dtype=int)
     score = np.asarray(y_score)
     pred = (score >= threshold).astype(int)
@@ -141,6 +142,7 @@ def metrics(y_true: npt.ArrayLike, y_score: npt.ArrayLike, threshold: float = TH
         "recall": float(recall_score(y, pred, zero_division=0)),
         "f1": float(f1_score(y, pred, zero_division=0)),
         "roc_auc": float(roc_auc_score(y, score)) if len(set(y.tolist())) == 2 else None,
+        "ece": ece(y, score),
     }
 
 

@@ -68,17 +68,19 @@ class _Card(BaseModel):
 
 
 class TextModelCard(_Card):
-    """The content model (``training.text_model``). Serving reads the first four fields."""
+    """The content model (``training.text_model``). Serving reads the first five fields."""
 
     serving_model: str  # the ONNX file Triton serves: model.int8.onnx or model.onnx
     max_length: int = DEFAULT_MAX_LENGTH  # tokens per text the model was trained with
     normaliser: str | None = None  # workers.normalise.NORMALISER_VERSION it was trained with; None: before the pin
+    languages: list[str] | None = None  # the languages it judges (workers/language.py); None: every post
     # The training report.
     base: str | None = None
     architecture: str | None = None
     data: str | None = None
     data_hash: str | None = None
     split_sizes: dict[str, int] | None = None
+    language_counts: dict[str, dict[str, int]] | None = None  # training split: language -> ham/spam texts
     ngram: dict[str, Any] | None = None  # the character n-gram model's report (ngram.npz beside)
     fusion: dict[str, Any] | None = None  # both text signals fused (training/fusion.py): weights and metrics
     param_count: int | None = None
@@ -94,6 +96,7 @@ class TextModelCard(_Card):
     best_step: int | None = None
     epochs_run: float | None = None
     best_val_f1: float | None = None
+    calibration: dict[str, float] | None = None  # temperature fitted on validation, folded into the classifier
     history: list[dict[str, Number]] | None = None
     file_bytes: dict[str, int] | None = None
     metrics: dict[str, dict[str, dict[str, Number | None]]] | None = None  # precision -> split -> metric
@@ -121,3 +124,5 @@ class DecisionModelCard(_Card):
     simulator: dict[str, Number] | None = None
     # The test slices of the simulator's waves (campaign spam, viral and greeting ham): decision counts.
     waves: dict[str, dict[str, int]] | None = None
+    # The test posts by class with both text scores withheld (a language the text model cannot judge).
+    without_text: dict[str, dict[str, int]] | None = None

@@ -78,8 +78,8 @@ async def check(settings: Settings, timeout_s: float, models: bool = True) -> li
     async def contract(triton_up: bool) -> str:
         loaded = await asyncio.to_thread(load_models, settings)
         if not triton_up:
-            raise RuntimeError(f"triton is down or does not serve the bundle's text model {loaded.text_version}")
-        return f"decision {loaded.decision.version} on features of this code, text {loaded.text_version}"
+            raise RuntimeError(f"triton is down or does not serve the bundle's text model {loaded.text.version}")
+        return f"decision {loaded.decision.version} on features of this code, text {loaded.text.version}"
 
     probes = [_run("kafka", kafka, timeout_s), _run("redis", redis, timeout_s)]
     if not models:

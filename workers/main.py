@@ -21,7 +21,6 @@ from workers.keyspace import Keyspace
 from workers.lifecycle import run_until_signalled
 from workers.modelinfo import show_models
 from workers.moderation import ModerationWorker
-from workers.ngram import NgramModel
 from workers.probes import mark_ready
 from workers.ramp import BatchRamp
 from workers.reload import BundleReloader
@@ -43,10 +42,8 @@ KAFKA_PROBE_S = 5.0
 @dataclass(frozen=True)
 class Loaded:
     decision: DecisionModel
-    encoder: TextEncoder
-    text_version: str  # the text card's: a promoted bundle must have the same
+    text: LocalText  # the served text model's worker-side parts: a promoted bundle must have its version
     challenger: DecisionModel | None
-    ngram: NgramModel | None  # the text model's char n-gram companion; None for one trained without
     challenger_text: LocalText | None = None  # the challenger's own text model; None: the served one
 
 
@@ -68,7 +65,7 @@ def load_models(settings: Settings) -> Loaded:
                 challenger_text = LocalText.load(bundle / "text")
         except Exception as exc:
             raise Misconfigured(f"cannot shadow {settings.shadow_model_dir}: {describe(exc)}") from None
-    return Loaded(decision, text.encoder, text.version, challenger, text.ngram, challenger_text)
+    return Loaded(decision, text, challenger, challenger_text)
 
 
 def text_scorer(settings: Settings, encoder: TextEncoder, model: TextModel) -> TextScorer:
@@ -104,7 +101,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
     ``framing`` replaces the Schema Registry framing the settings name (a test's registry double)."""
     loaded = load_models(settings)
     store = RedisStore(settings.redis_url.get_secret_value(), settings.redis_timeout_s, Layout.of(settings))
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text_version)
+    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, loaded.text.version)
     framing = framing or registry_framing(settings)
     sink = KafkaSink(settings.producer_conf(settings.transactional_id))
     # The shadow's own producer, never transactional: it must not hold the champion's batches back.
@@ -135,10 +132,10 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         timeout_s = settings.transaction_timeout_s
         transactions = KafkaTransactions(sink, source, timeout_s) if settings.exactly_once else None
         reloader = BundleReloader(
-            settings.model_dir, loaded.text_version, settings.model_reload_s, max_tokens=settings.max_tokens
+            settings.model_dir, loaded.text.version, settings.model_reload_s, max_tokens=settings.max_tokens
         )
         shadow_reloader = (
-            BundleReloader(settings.shadow_model_dir, loaded.text_version, settings.model_reload_s, role="challenger")
+            BundleReloader(settings.shadow_model_dir, loaded.text.version, settings.model_reload_s, role="challenger")
             if settings.shadow_model_dir is not None
             else None
         )
@@ -159,18 +156,19 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
             source,
             sink,
             store,
-            text_scorer(settings, loaded.encoder, model),
+            text_scorer(settings, loaded.text.encoder, model),
             loaded.decision,
             bans,
             reloader,
             shadow,
             transactions,
-            loaded.ngram,
+            loaded.text.ngram,
             ramp,
             lambda text: connect_text(settings, text),
             shadow_reloader,
             lambda text: shadow_text_of(settings, text),
             framing,
+            languages=loaded.text.languages,
         )
         log.info(
             "moderation worker up: text model %s, decision model %s%s%s",
@@ -183,7 +181,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         # the cyclic GC, whose full passes over them were half the short-circuit path's CPU.
         gc.collect()
         gc.freeze()
-        show_models(settings.model_dir.resolve(), loaded.text_version, loaded.decision.version)
+        show_models(settings.model_dir.resolve(), loaded.text.version, loaded.decision.version)
         mark_ready(True)
         await worker.run(stop)
     finally:

@@ -24,6 +24,7 @@ from workers.delivery import DeadLetters
 from workers.features import FEATURE_VERSION, Profile
 from workers.isolation import describe, failure
 from workers.keyspace import Keyspace
+from workers.language import EVERY_LANGUAGE, Languages
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, observe_text_scores, timed
 from workers.ngram import NgramModel, ngram_probs
 from workers.ramp import BatchRamp
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 # The stage label of a record that failed where no step caught it.
 WORKER_STAGE = "worker"
 NGRAM_STAGE = "ngram"
+LANGUAGE_STAGE = "language"
 
 
 @dataclass
@@ -68,6 +70,7 @@ class ModerationWorker:
     shadow_text: Callable[[LocalText], ShadowText] | None = None
     # Records and verdicts framed by a Schema Registry (MODSTREAM_INPUT_FORMAT); None: plain JSON.
     framing: Framing | None = None
+    languages: Languages = EVERY_LANGUAGE  # the served text model's; None judges every post
 
     def __post_init__(self) -> None:
         full = self.settings.batch_max_size
@@ -146,6 +149,7 @@ class ModerationWorker:
                 reloader.not_served(promoted, exc)
                 return
             old, self.scorer, self.ngram = self.scorer, scorer, promoted.text.ngram
+            self.languages = promoted.text.languages
             self._closing.add(asyncio.create_task(_close_after(old, in_flight)))
         self.decision = promoted.decision
         reloader.switched(promoted)
@@ -204,7 +208,7 @@ class ModerationWorker:
 
     async def _process(self, msgs: Sequence[InMsg], commit: BatchCommit) -> Settlement:
         # The whole batch is scored, decided and named by one set of models, whatever is promoted meanwhile.
-        model, scorer, ngram = self.decision, self.scorer, self.ngram
+        model, scorer, ngram, languages = self.decision, self.scorer, self.ngram, self.languages
         versions = self.versions(model, scorer)
         with timed(validate.STAGE):
             posts, failures = validate.validate(msgs, self.settings.max_text_chars, self.framing)
@@ -214,13 +218,24 @@ class ModerationWorker:
         # and awaited only by the shadow, after the champion's verdicts are out.
         own = self.shadow.score(rest) if self.shadow is not None else None
         try:
-            (profiles, no_redis), (probs, no_text), ngram_probs = await asyncio.gather(
-                self._enrich(rest), self._score(rest, scorer), self._ngram(rest, ngram)
+            (profiles, no_redis), (probs, no_text), ngram_probs, unjudged = await asyncio.gather(
+                self._enrich(rest),
+                self._score(rest, scorer),
+                self._ngram(rest, ngram),
+                self._languages(rest, languages),
             )
             with timed(decide.STAGE):
                 unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
                 decided, undecided = decide.decide(
-                    rest, profiles, probs, model, versions, unavailable, ngram_probs, self.settings.campaign_action
+                    rest,
+                    profiles,
+                    probs,
+                    model,
+                    versions,
+                    unavailable,
+                    ngram_probs,
+                    self.settings.campaign_action,
+                    unjudged,
                 )
             settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
         except BaseException:
@@ -229,7 +244,7 @@ class ModerationWorker:
             raise
         if self.shadow is not None:  # after the champion's verdicts are out
             versions = self.versions(self.shadow.model, scorer)
-            batch = Batch(rest, profiles, decided, versions, unavailable)
+            batch = Batch(rest, profiles, decided, versions, unavailable, unjudged)
             self.shadow.run(batch, probs, ngram_probs, own)
         return settlement
 
@@ -291,6 +306,13 @@ class ModerationWorker:
             return [None] * len(posts)
         with timed(NGRAM_STAGE):
             return await ngram_probs(ngram, [p.text for p in posts])
+
+    async def _languages(self, posts: list[Post], languages: Languages) -> list[str | None]:
+        """Per post, a language the text model cannot judge, or None. In a thread: fastText releases the GIL."""
+        if languages.judged is None:  # no stage to time
+            return [None] * len(posts)
+        with timed(LANGUAGE_STAGE):
+            return await asyncio.to_thread(languages.unjudged, [p.text for p in posts])
 
     async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:
         try:

@@ -101,6 +101,7 @@ class Batch:
     champion: Sequence[Outcome]  # the champion's verdicts, for the flip counts
     versions: dict[str, str]  # the challenger's model versions
     unavailable: Unavailable  # what the champion's batch was decided without
+    languages: Sequence[str | None] | None = None  # per post, a language the served text model cannot judge
 
 
 @dataclass
@@ -144,8 +145,10 @@ class Shadow:
     async def _decide_own(self, own: Awaitable[Scores | None], batch: Batch) -> list[Outcome]:
         if (scores := await own) is None:
             return []
-        # Its own text scores are in: only the champion's missing history can degrade it.
-        return self._decide(replace(batch, unavailable=replace(batch.unavailable, text_model=False)), *scores)
+        # Its own text scores are in: only the champion's missing history can degrade it. Its own
+        # text model withheld the scores of the languages it cannot judge (LocalText.score).
+        mine = replace(batch, unavailable=replace(batch.unavailable, text_model=False), languages=None)
+        return self._decide(mine, *scores)
 
     def _decide(
         self, batch: Batch, text_probs: Sequence[float | None], ngram_probs: Sequence[float | None] | None
@@ -154,7 +157,15 @@ class Shadow:
         versions, unavailable = batch.versions, batch.unavailable
         try:
             outcomes, failures = decide(
-                posts, profiles, text_probs, self.model, versions, unavailable, ngram_probs, self.campaign_action
+                posts,
+                profiles,
+                text_probs,
+                self.model,
+                versions,
+                unavailable,
+                ngram_probs,
+                self.campaign_action,
+                batch.languages,
             )
         except Exception as exc:
             SHADOW_FAILURES.labels("decide").inc(len(posts))

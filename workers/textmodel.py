@@ -12,6 +12,7 @@ from pathlib import Path
 
 from workers.cards import CARD_FILE, TextModelCard
 from workers.clients import TextModel
+from workers.language import EVERY_LANGUAGE, Languages, withhold
 from workers.ngram import NGRAM_FILE, NgramModel, ngram_probs
 from workers.normalise import check_normaliser
 from workers.stages.score import TextScorer
@@ -30,6 +31,7 @@ class LocalText:
     version: str  # the card's: what verdicts name as model_versions["text"]
     encoder: TextEncoder
     ngram: NgramModel | None  # None for a text model trained without one; the feature stays NaN
+    languages: Languages = EVERY_LANGUAGE  # what it can judge; a post in another language gets no scores
 
     @classmethod
     def load(cls, text_dir: Path, max_tokens: int | None = None) -> LocalText:
@@ -38,7 +40,7 @@ class LocalText:
         check_normaliser(card.normaliser, text_dir / CARD_FILE)
         encoder = TextEncoder(text_dir / "tokenizer.json", max_tokens or card.max_length)
         ngram = NgramModel.load(text_dir) if (text_dir / NGRAM_FILE).is_file() else None
-        return cls(card.version, encoder, ngram)
+        return cls(card.version, encoder, ngram, Languages.of(card.languages))
 
     async def connect(self, model: TextModel) -> None:
         """Connect ``model``; raises unless its server serves this text model at its card's version
@@ -48,6 +50,8 @@ class LocalText:
             raise WrongVersion(f"Triton serves version {model.version!r}, not {self.version!r}")
 
     async def score(self, scorer: TextScorer, texts: Sequence[str]) -> Scores:
-        """``texts`` scored by the network (through ``scorer``) and by the n-gram model, at once."""
+        """``texts`` scored by the network (through ``scorer``) and by the n-gram model, at once; None
+        for both where a text is in a language the model cannot judge."""
         text, ngram = await asyncio.gather(scorer.score(texts), ngram_probs(self.ngram, texts))
-        return text, ngram
+        unjudged = self.languages.unjudged(texts)
+        return withhold(text, unjudged), withhold(ngram, unjudged)

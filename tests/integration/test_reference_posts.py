@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,7 +14,10 @@ import redis
 from modstream.traffic import Record
 from tests.integration.conftest import default_models_stack, run_worker
 from training.text_model import EVAL_SETS
+from training.zero_shot import LANGUAGES_CSV
+from workers.cards import TextModelCard
 from workers.keyspace import Keyspace
+from workers.language import Languages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,25 +30,27 @@ HUMAN_JOURNEY = [
 ]
 
 
-def evaluation_posts() -> list[tuple[str, str, str]]:
-    """Every evaluation set of the text model (the reference examples and the casual posts):
-    (post id, text, label)."""
+def labelled_posts(*paths: Path) -> list[tuple[str, str, str]]:
+    """(post id, text, label) of each row of ``paths``."""
     posts = []
-    for path in EVAL_SETS.values():
+    for path in paths:
         with path.open(encoding="utf-8") as f:
             posts += [(row["id"].replace(":", "-"), row["text"], row["label"]) for row in csv.DictReader(f)]
     return posts
 
 
 def test_reference_examples_and_casual_posts_get_the_right_verdicts() -> None:
-    """Spam is never allowed; no reference ham and no casual post is blocked."""
+    """Spam is never allowed; no reference ham and no casual post is blocked. Beside them, posts in
+    twelve other languages: none of their ham is blocked, and one in a language the text model
+    was not trained on is decided without its scores and says so."""
     now = datetime.now(UTC)
-    posts = evaluation_posts()
-    with default_models_stack("modstream-ref-") as (_, ep, settings):
+    posts = labelled_posts(*EVAL_SETS.values())
+    foreign = labelled_posts(LANGUAGES_CSV)
+    with default_models_stack("modstream-ref-") as (models, ep, settings):
         ks = Keyspace(settings.redis_prefix)
         r = redis.Redis.from_url(ep.redis_url)
         records = []
-        for i, (pid, text, _) in enumerate(posts):
+        for i, (pid, text, _) in enumerate(posts + foreign):
             user = f"new-{settings.group_id}-{i}"  # each its own account, created a day ago, no history
             r.hset(ks.user(user), mapping={"created_at": str(int((now - timedelta(days=1)).timestamp()))})
             event = {
@@ -64,3 +70,13 @@ def test_reference_examples_and_casual_posts_get_the_right_verdicts() -> None:
         if verdicts[pid].decision == ("allow" if label == "spam" else "block")
     ]
     assert not wrong, "\n".join(wrong)
+    judged = Languages.of(TextModelCard.load(models.text).languages)
+    blocked = [
+        f"{pid} {text!r}" for pid, text, label in foreign if label == "ham" and verdicts[pid].decision == "block"
+    ]
+    assert not blocked, "\n".join(blocked)
+    for pid, text, _ in foreign:
+        codes = [r.code for r in verdicts[pid].reasons]
+        assert ("text_language" in codes) == (judged.outside(text) is not None), (pid, verdicts[pid].reasons)
+    # The default model learned English only: every one of these long posts is withheld from it.
+    assert all(judged.outside(text) is not None for _, text, _ in foreign)

@@ -28,8 +28,8 @@ def bundle(tmp_path: Path, tokenizer_json: Path) -> Path:
 
 def test_a_good_bundle_loads(bundle: Path) -> None:
     loaded = load_models(Settings(model_dir=bundle))
-    assert loaded.decision.version == "d1" and loaded.encoder.max_length == 128
-    assert loaded.text_version == "t1" and loaded.challenger is None
+    assert loaded.decision.version == "d1" and loaded.text.encoder.max_length == 128
+    assert loaded.text.version == "t1" and loaded.challenger is None
 
 
 def test_a_challenger_bundle_loads_beside_the_champion(bundle: Path, tmp_path: Path) -> None:
@@ -48,8 +48,8 @@ def test_a_challenger_with_another_text_model_loads_its_own_tokenizer(bundle: Pa
     loaded = load_models(Settings(model_dir=bundle, shadow_model_dir=challenger, max_tokens=32))
     assert loaded.challenger_text is not None and loaded.challenger_text.version == "t2"
     # max_tokens tunes the served model; the challenger's text model reads the length it was trained with.
-    assert (loaded.encoder.max_length, loaded.challenger_text.encoder.max_length) == (32, 64)
-    assert loaded.challenger_text.ngram is None and loaded.text_version == "t1"
+    assert (loaded.text.encoder.max_length, loaded.challenger_text.encoder.max_length) == (32, 64)
+    assert loaded.challenger_text.ngram is None and loaded.text.version == "t1"
 
 
 def test_a_challenger_text_model_that_cannot_load_is_refused(bundle: Path, tmp_path: Path) -> None:

@@ -189,6 +189,19 @@ class _Row:
     post: Post
     features: list[float]
     text_prob: float | None
+    language: str | None  # a language the text model cannot judge: its scores were withheld
+
+
+def _row(post: Post, profile: Profile, text_prob: float | None, ngram_prob: float | None, language: str | None) -> _Row:
+    if language is not None:  # never decided on text that the text model cannot read
+        text_prob = ngram_prob = None
+    return _Row(post, assemble(facts_of(post), profile, text_prob, ngram_prob), text_prob, language)
+
+
+def language_reason(language: str) -> Reason:
+    return Reason.of(
+        "text_language", f"written in {language!r}, which the text model was not trained on: decided without it"
+    )
 
 
 def decide(
@@ -200,13 +213,16 @@ def decide(
     unavailable: Unavailable,
     ngram_probs: Sequence[float | None] | None = None,
     campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
+    languages: Sequence[str | None] | None = None,
 ) -> tuple[list[Outcome], list[Failure]]:
-    """The verdicts, and the posts this step failed on."""
+    """The verdicts, and the posts this step failed on. ``languages``: per post, a language the text
+    model cannot judge (workers/language.py), whose text scores are then left out, or None."""
+    none = [None] * len(posts)
     rows, failures = each(
         STAGE,
-        zip(posts, profiles, text_probs, ngram_probs or [None] * len(posts), strict=True),
+        zip(posts, profiles, text_probs, ngram_probs or none, languages or none, strict=True),
         lambda x: x[0].msg,
-        lambda x: _Row(x[0], assemble(facts_of(x[0]), x[1], x[2], x[3]), x[2]),
+        lambda x: _row(*x),
     )
     if not rows:
         return [], failures
@@ -216,6 +232,8 @@ def decide(
     def verdict(i: int) -> Outcome:
         prob, tp = float(probs[i]), rows[i].text_prob
         decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        if (language := rows[i].language) is not None:
+            reasons.append(language_reason(language))
         if unavailable:
             reasons.append(unavailable.reason)
         return verdict_for(

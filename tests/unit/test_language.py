@@ -1,0 +1,81 @@
+"""Which posts the text model can judge: languages from the card, withheld scores, the reason."""
+
+import numpy as np
+import pytest
+
+from schemas import Verdict
+from tests.unit.fakes import FakeSink, event
+from tests.unit.test_worker import make_worker, msgs
+from training.calibration import ece, fit_platt, fit_temperature, logit
+from workers.features import INDEX
+from workers.language import EVERY_LANGUAGE, Languages, judged_languages, language_counts, withhold
+from workers.textenc import TextEncoder
+
+RUSSIAN_SPAM = "Заработок от 500$ в день без вложений, пиши в личку, всё расскажу"
+RUSSIAN_HAM = "Привет! Завтра встречаемся у метро в семь, не опаздывай"
+ENGLISH = ["sorry I missed your call, call you back after work", "check out my channel for more videos like this"]
+ENGLISH_ONLY = Languages.of(["en"])
+
+
+def test_a_post_in_a_language_the_model_never_saw_is_not_judged() -> None:
+    assert ENGLISH_ONLY.unjudged([RUSSIAN_SPAM, RUSSIAN_HAM, *ENGLISH]) == ["ru", "ru", None, None]
+
+
+def test_short_texts_and_models_without_languages_judge_everything() -> None:
+    assert ENGLISH_ONLY.outside("да, ок") is None  # too few letters to tell a language
+    assert EVERY_LANGUAGE.unjudged([RUSSIAN_SPAM]) == [None]
+    assert Languages.of(["en", "ru"]).outside(RUSSIAN_SPAM) is None
+
+
+def test_judged_languages_need_both_classes() -> None:
+    counts = {"en": {"ham": 900, "spam": 700}, "zh": {"ham": 1, "spam": 300}, "de": {"ham": 150, "spam": 120}}
+    assert judged_languages(counts | {"und": {"ham": 500, "spam": 500}}) == ["de", "en"]
+    # A set too small for the minimum still judges its best-covered language.
+    assert judged_languages({"en": {"ham": 30, "spam": 20}, "fr": {"ham": 2, "spam": 40}}) == ["en"]
+
+
+def test_language_counts_by_class() -> None:
+    counts = language_counts([(RUSSIAN_SPAM, 1), (RUSSIAN_HAM, 0), (ENGLISH[0], 0), ("ok", 0)])
+    assert counts == {"ru": {"ham": 1, "spam": 1}, "en": {"ham": 1, "spam": 0}, "und": {"ham": 1, "spam": 0}}
+
+
+def test_withhold() -> None:
+    assert withhold([0.9, 0.2], ["ru", None]) == [None, 0.2]
+
+
+async def test_the_worker_decides_an_unjudged_post_without_text_scores_and_says_why(encoder: TextEncoder) -> None:
+    batch = msgs(event("ru", RUSSIAN_SPAM), event("en", ENGLISH[1]))
+    w = make_worker(encoder, batch)
+    w.languages = ENGLISH_ONLY
+    await w.handle(batch)
+    sink = w.sink
+    assert isinstance(sink, FakeSink)
+    out = {v.post_id: v for v in (Verdict.model_validate_json(r[2]) for r in sink.records if r[0] == "verdicts")}
+    ru, en = out["ru"], out["en"]
+    assert ru.features is not None and en.features is not None
+    for name in ("text_spam_prob", "text_ngram_spam_prob"):
+        assert ru.features.values[INDEX[name]] is None
+    assert en.features.values[INDEX["text_spam_prob"]] is not None and "text" in en.stage_scores
+    assert "text" not in ru.stage_scores and not ru.degraded
+    (reason,) = [r for r in ru.reasons if r.code == "text_language"]
+    assert "'ru'" in reason.detail
+    assert not any(r.code == "text_language" for r in en.reasons)
+
+
+def test_temperature_and_platt_fix_overconfident_scores() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 4000)
+    true_logit = np.where(y == 1, 1.0, -1.0) + rng.normal(0, 1.5, len(y))
+    overconfident = 1 / (1 + np.exp(-4 * true_logit))  # the right ranking, four times too sure
+    t = fit_temperature(overconfident, y)
+    a, b = fit_platt(overconfident, y)
+    calibrated = 1 / (1 + np.exp(-logit(overconfident) / t))
+    assert 3 < t < 5 and 0.2 < a < 0.33 and abs(b) < 0.1
+    assert ece(y, calibrated) < 0.03 < ece(y, overconfident)
+
+
+def test_ece_of_perfect_and_constant_scores() -> None:
+    y = np.array([0, 0, 1, 1])
+    assert ece(y, [0.0, 0.0, 1.0, 1.0]) == 0.0
+    assert ece(y, [0.5] * 4) == 0.0  # right on average within its bin
+    assert ece(y, [0.9] * 4) == pytest.approx(0.4)
