@@ -68,31 +68,39 @@ def measure(model_dir: Path, spam: Sequence[str]) -> dict[str, Any]:
     from training.fusion import Fusion
     from training.text_scoring import onnx_spam_scores
     from workers.cards import TextModelCard
+    from workers.language import Languages
     from workers.ngram import NgramModel
 
     card = TextModelCard.load(model_dir)
     ngram = NgramModel.load(model_dir)
     fusion = Fusion.model_validate({k: card.fusion[k] for k in Fusion.model_fields}) if card.fusion else None
 
+    guard = Languages.of(card.languages)
+
     def scores(texts: Sequence[str]) -> dict[str, npt.NDArray[np.float64]]:
+        """As served: a text the language guard withholds flags nothing (score 0)."""
         text = onnx_spam_scores(model_dir, texts).astype(np.float64)
         out = {"transformer": text, "ngram": ngram.spam_prob(texts)}
         if fusion is not None:
             out["fused"] = np.asarray(fusion.spam_prob(text, out["ngram"]), dtype=np.float64)
-        return out
+        withheld = np.array([lang is not None for lang in guard.unjudged(texts)])
+        return {signal: np.where(withheld, 0.0, s) for signal, s in out.items()} | {"withheld": withheld}
 
     plain = scores(spam)
+    signals = [k for k in plain if k != "withheld"]
     result: dict[str, Any] = {
         "model": card.version,
         "normaliser": card.normaliser,
         "spam": len(spam),
-        "flagged": {signal: int((s >= 0.5).sum()) for signal, s in plain.items()},
+        "flagged": {signal: int((plain[signal] >= 0.5).sum()) for signal in signals},
+        "withheld": int(plain["withheld"].sum()),
         "evaded": {},
     }
     for name, obfuscate in OBFUSCATIONS.items():
         changed = [obfuscate(t) for t in spam]
         after = scores(changed)
-        result["evaded"][name] = {signal: evaded(plain[signal], after[signal]) for signal in plain}
+        result["evaded"][name] = {signal: evaded(plain[signal], after[signal]) for signal in signals}
+        result["evaded"][name]["withheld"] = int(after["withheld"].sum())
         result["evaded"][name]["texts_changed"] = sum(a != b for a, b in zip(spam, changed, strict=True))
     return result
 
@@ -111,11 +119,13 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     signals = list(result["flagged"])
-    print(f"| obfuscation ({result['spam']} test spam) | " + " | ".join(f"{s} evaded" for s in signals) + " |")
-    print("| --- |" + " --- |" * len(signals))
-    print("| flagged when plain | " + " | ".join(str(result["flagged"][s]) for s in signals) + " |")
+    head = " | ".join(f"{s} evaded" for s in signals)
+    print(f"| obfuscation ({result['spam']} test spam) | {head} | withheld by the language guard |")
+    print("| --- |" + " --- |" * (len(signals) + 1))
+    flagged = " | ".join(str(result["flagged"][s]) for s in signals)
+    print(f"| flagged when plain | {flagged} | {result['withheld']} |")
     for name, counts in result["evaded"].items():
-        print(f"| {name} | " + " | ".join(str(counts[s]) for s in signals) + " |")
+        print(f"| {name} | " + " | ".join(str(counts[s]) for s in [*signals, "withheld"]) + " |")
 
 
 if __name__ == "__main__":

