@@ -4,14 +4,18 @@ Every phase uses the same texts on the same machine:
 
 1. model-only   the serving ONNX model in-process, best layout and batch size: the ceiling
 2. triton-only  the same model through Triton gRPC, several requests in flight
-3. pipeline     Kafka -> worker process -> Kafka on the embedded stack; again with a challenger
-                decision model in shadow (the serving one, so both decide alike: its cost only)
+3. pipeline     Kafka -> worker process -> Kafka on the embedded stack, three runs; again with a
+                challenger decision model in shadow (the serving one, so both decide alike: its
+                cost only). Each run sits between two model-only runs at the best layout and batch
+                size, and its ratio is over their mean, so the VM's drift cancels (Ceiling)
 4. naive        every lever off, as the reference article served its model: the fp32 model
                 (one instance using every core), one post per batch, one Triton request
                 per post, a synchronous produce per verdict; also reported with the int8 model
 5. short-circuit posts with banned domains only
 6. latency      end-to-end p50/p99 at 50% of the measured pipeline maximum
-7. exactly-once the pipeline and latency phases with one Kafka transaction per batch
+7. exactly-once the pipeline and latency phases with one Kafka transaction per batch; a bundle
+                with another text model promoted mid-run, throughput (a run long enough to hold the
+                whole promotion, between two model-only runs) and latency
 8. signals      what counting the stream-kept signals and logging the feature row cost per
                 post (modstream/bench_signals.py)
 
@@ -32,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +66,7 @@ from workers.textenc import IntArray, TextEncoder, pad
 
 CLK = os.sysconf("SC_CLK_TCK")
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
+PIPELINE_RUNS = 3  # the pipeline ratio is their median
 NAIVE_MODEL = "spam_text_naive"
 
 
@@ -81,6 +87,8 @@ class BenchDetails:
     ngram_posts_per_s_one_core: float | None = None  # the worker-side n-gram model's own cost
     triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
     pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
+    # Each pipeline run with the model-only ceiling measured around it (Paired.to_json).
+    pipeline_runs: list[dict[str, float]] = field(default_factory=list)
     pipeline_with_shadow_posts_per_s: float = 0.0
     pipeline_with_shadow_cpu_s: CpuSeconds = field(default_factory=dict)
     naive_int8_posts_per_s: float = 0.0
@@ -93,6 +101,7 @@ class BenchDetails:
     exactly_once_p99_ms: float = 0.0
     # A bundle with another text model promoted mid-run (Triton loads it, the worker switches
     # between batches): throughput, p99 at the latency phase's load, and the verdicts per text model.
+    hot_swap_posts: int = 0  # the throughput run's length: twice the latency phase's duration at the pipeline's rate
     hot_swap_posts_per_s: float = 0.0
     hot_swap_p99_ms: float = 0.0
     hot_swap_promote_s: list[float] = field(default_factory=list)  # each promotion's wall time, load and drain
@@ -151,7 +160,12 @@ LAYOUTS = ((1, 0), (0, 1))  # (sessions, intra-op threads); 0 = one per core
 
 
 def model_only(
-    models: Models, texts: Sequence[str], max_len: int, serving: str | None = None
+    models: Models,
+    texts: Sequence[str],
+    max_len: int,
+    serving: str | None = None,
+    layouts: Sequence[tuple[int, int]] = LAYOUTS,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
 ) -> dict[str, dict[int, float]]:
     """posts/s by layout and batch size; length-sorted batches padded to their own longest text.
 
@@ -163,7 +177,7 @@ def model_only(
     seqs = TextEncoder(models.text / "tokenizer.json", max_len).tokenize(texts)
     seqs.sort(key=len)
     out: dict[str, dict[int, float]] = {}
-    for n_sessions, threads in LAYOUTS:
+    for n_sessions, threads in layouts:
         n_sessions, threads = n_sessions or cores, threads or cores
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
@@ -172,7 +186,7 @@ def model_only(
             ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"]) for _ in range(n_sessions)
         ]
         by_batch = out[f"{n_sessions}x{threads}"] = {}
-        for bs in BATCH_SIZES:
+        for bs in batch_sizes:
             batches = [pad(seqs[i : i + bs]) for i in range(0, len(seqs), bs)]
             for sess in sessions:
                 sess.run(["logits"], {"input_ids": batches[0][0], "attention_mask": batches[0][1]})
@@ -190,6 +204,58 @@ def _run_all(sess: ort.InferenceSession, batches: Sequence[tuple[IntArray, IntAr
 
 def best(sweep: dict[str, dict[int, float]]) -> tuple[str, int, float]:
     return max(((layout, bs, v) for layout, d in sweep.items() for bs, v in d.items()), key=lambda t: t[2])
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The model-only rate at the sweep's best layout and batch size, measured again on demand:
+    the VM's speed drifts by ±10% from minute to minute, so a phase is compared with the
+    ceiling measured just before and just after it, not with the sweep's (lucky) best."""
+
+    models: Models
+    texts: Sequence[str]
+    max_len: int
+    layout: str  # "<sessions>x<threads>", as the sweep names it
+    batch: int
+
+    def __call__(self) -> float:
+        sessions, threads = (int(n) for n in self.layout.split("x"))
+        sweep = model_only(self.models, self.texts, self.max_len, None, ((sessions, threads),), (self.batch,))
+        return next(iter(sweep.values()))[self.batch]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A phase and the model-only ceiling around it (the mean of the runs just before and after)."""
+
+    phase: Phase
+    ceiling: float
+
+    @property
+    def ratio(self) -> float:
+        return self.phase.rate / self.ceiling
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "posts_per_s": round(self.phase.rate, 1),
+            "model_only_posts_per_s": round(self.ceiling, 1),
+            "ratio": round(self.ratio, 3),
+        }
+
+
+def paired(runs: Sequence[Callable[[], Phase]], ceiling: Callable[[], float]) -> list[Paired]:
+    """Each run between two ceiling measurements, alternating: c p c p c (a ceiling run is shared)."""
+    rates, out = [ceiling()], []
+    for run in runs:
+        phase = run()
+        rates.append(ceiling())
+        out.append(Paired(phase, (rates[-2] + rates[-1]) / 2))
+    return out
+
+
+def median_pair(pairs: Sequence[Paired]) -> Paired:
+    """The pair with the median ratio (an odd count: a real run, not an average of two)."""
+    return sorted(pairs, key=lambda p: p.ratio)[len(pairs) // 2]
 
 
 # -- 2. triton only -----------------------------------------------------------------------------
@@ -486,12 +552,17 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
                 d.triton_in_flight[inflight] = round(rate, 1)
         result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
-        with step("3/8 full pipeline"):
-            pipe = kb.run(records)
+        ceiling_now = Ceiling(models, texts, max_len, layout, batch)
+        with step(f"3/8 full pipeline, {PIPELINE_RUNS} runs, each between two model-only runs"):
+            pipes = paired([partial(kb.run, relabel(records, f"pipe{i}-")) for i in range(PIPELINE_RUNS)], ceiling_now)
+        pipe = median_pair(pipes).phase
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
+        d.pipeline_runs = [p.to_json() for p in pipes]
         with step("   lever: the pipeline with a challenger decision model in shadow"):
-            shadowed = kb.run(records, shadow_model_dir=models.bundle)
+            shadow_run = partial(kb.run, relabel(records, "shadow-"), shadow_model_dir=models.bundle)
+            (shadow_pair,) = paired([shadow_run], ceiling_now)
+        shadowed = shadow_pair.phase
         d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
         d.pipeline_with_shadow_cpu_s = shadowed.cpu_s
         with step("4/8 naive baseline (one post at a time)"):
@@ -523,10 +594,16 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         with step("   lever: a bundle with another text model promoted mid-run: throughput, then latency"):
             swap = HotSwap.prepare(models, repo, ep, out)
             promote_s = []
-            swapped = kb.run(
-                relabel(records, "swap-"), during=swap.promote_other, at_s=len(records) / pipe.rate / 2,
+            # Long enough to hold a whole promotion (load, switch, retire: seconds of Triton's CPU),
+            # which starts a third of the way in.
+            n_swap = max(len(records), int(pipe.rate * 2 * latency_s))
+            swap_records = [r for i in range(0, n_swap, len(records)) for r in relabel(records, f"swap{i}-")][:n_swap]
+            swap_run = partial(
+                kb.run, swap_records, during=swap.promote_other, at_s=n_swap / pipe.rate / 3,
                 model_dir=swap.link, triton_repo=repo,
             )  # fmt: skip
+            (swap_pair,) = paired([swap_run], ceiling_now)
+            swapped = swap_pair.phase
             promote_s.append(kb.during_s)
             swapped_lat = kb.run(
                 relabel(lat_records, "swap-"), rate=load, during=swap.promote_other, at_s=latency_s / 2,
@@ -553,14 +630,15 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         }
         result.lost = sum(p.lost for p in phases.values())
         d.lost_by_phase = {name: p.lost for name, p in phases.items()}
+        # Each phase over the ceiling measured around it (Ceiling); the pipeline's is the median of its runs.
         d.ratios = {
-            "pipeline_over_model_only": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
-            "pipeline_with_shadow_over_model_only": round(
-                d.pipeline_with_shadow_posts_per_s / result.model_only_posts_per_s, 3
-            ),
-            "hot_swap_over_model_only": round(d.hot_swap_posts_per_s / result.model_only_posts_per_s, 3),
+            "pipeline_over_model_only": round(median_pair(pipes).ratio, 3),
+            "pipeline_with_shadow_over_model_only": round(shadow_pair.ratio, 3),
+            "hot_swap_over_model_only": round(swap_pair.ratio, 3),
+            "pipeline_over_sweep_best": round(result.pipeline_posts_per_s / result.model_only_posts_per_s, 3),
             "pipeline_over_naive": round(result.pipeline_posts_per_s / max(result.naive_posts_per_s, 1e-9), 1),
         }
+        d.hot_swap_posts = n_swap
         result.details = d
         plots(result, sweep, lat.latencies_ms, out)
     (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d.to_json()}, indent=2))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from modstream.bench import BenchDetails, worker_env
+from modstream.bench import BenchDetails, Phase, median_pair, paired, worker_env
 from workers.config import Settings
 
 
@@ -40,3 +40,13 @@ def test_details_keep_the_bench_json_keys() -> None:
     assert (out["triton_in_flight_1"], out["triton_in_flight_8"]) == (10.0, 20.0)
     assert "triton_in_flight" not in out and "model_only_fp32_posts_per_s" not in out  # only measured with int8
     assert list(out)[:4] == ["serving_model", "max_length", "cpus", "model_only_best"]
+
+
+def test_each_run_is_compared_with_the_ceiling_measured_around_it() -> None:
+    ceilings = iter([400.0, 300.0, 500.0, 420.0])  # the VM slows, then speeds up
+    runs = [lambda r=r: Phase(rate=r, lost=0, latencies_ms=[], cpu_s={}) for r in (270.0, 340.0, 390.0)]
+    pairs = paired(runs, lambda: next(ceilings))
+    assert [p.ceiling for p in pairs] == [350.0, 400.0, 460.0]
+    assert [round(p.ratio, 3) for p in pairs] == [0.771, 0.85, 0.848]
+    assert median_pair(pairs).phase.rate == 390.0  # the median ratio is a real run's
+    assert pairs[1].to_json() == {"posts_per_s": 340.0, "model_only_posts_per_s": 400.0, "ratio": 0.85}
