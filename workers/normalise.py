@@ -66,7 +66,22 @@ def _confusable_table() -> dict[int, str]:
     return table
 
 
-_CONFUSABLE = _confusable_table()
+# "LATIN LETTER SMALL CAPITAL W" and its modifier forms: the "fancy font" of ᴡᴏᴡ ɪ ɢᴏᴛ $27 000.
+_SMALL_CAPITAL = re.compile(r"(?:LATIN|MODIFIER) LETTER SMALL CAPITAL ([A-Z])")
+
+
+def _small_capital_table() -> dict[int, str]:
+    """Each small capital Unicode names after one ASCII letter -> that letter. confusables.txt lists
+    few of them, and a word in small capitals read as another script (Swedish, to the language
+    identifier) which the text model then did not judge at all."""
+    table: dict[int, str] = {}
+    for code in range(0x80, sys.maxunicode + 1):
+        if m := _SMALL_CAPITAL.fullmatch(unicodedata.name(chr(code), "")):
+            table[code] = m.group(1).lower()
+    return table
+
+
+_CONFUSABLE = _confusable_table() | _small_capital_table()
 # A word with at least one character from another script that Unicode marks confusable with
 # Latin; it is mapped only when it mixes in ASCII letters or maps wholly to ASCII, so real
 # Greek or Cyrillic words (which hold non-confusable letters) stay as they are.

@@ -21,6 +21,13 @@ def test_a_post_in_a_language_the_model_never_saw_is_not_judged() -> None:
     assert ENGLISH_ONLY.unjudged([RUSSIAN_SPAM, RUSSIAN_HAM, *ENGLISH]) == ["ru", "ru", None, None]
 
 
+def test_emoji_and_small_capitals_do_not_pass_english_off_as_another_language() -> None:
+    fancy = "\u1d21\u1d0f\u1d21... \u1d0a\u1d1c\ua731\u1d1b \u1d0f\u0274\u029f\u028f \u1d00 \u1d21\u1d07\u1d07\u1d0b"
+    fancy += " \u026a \u0262\u1d0f\u1d1b $27 000"
+    euros = "how can i start earning with ashley too @ashleys.market_ " + "\U0001f4b6" * 12
+    assert ENGLISH_ONLY.unjudged([fancy, euros, RUSSIAN_HAM + " \U0001f600\U0001f600"]) == [None, None, "ru"]
+
+
 def test_short_texts_and_models_without_languages_judge_everything() -> None:
     assert ENGLISH_ONLY.outside("да, ок") is None  # too few letters to tell a language
     assert EVERY_LANGUAGE.unjudged([RUSSIAN_SPAM]) == [None]

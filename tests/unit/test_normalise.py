@@ -39,6 +39,12 @@ ADVERSARIAL = [
     # Compatibility forms NFKC folds: fullwidth and mathematical letters.
     ("\uff26\uff32\uff25\uff25 gift", "FREE gift"),
     ("\U0001d41f\U0001d42b\U0001d41e\U0001d41e \U0001d426\U0001d428\U0001d427\U0001d41e\U0001d432", "free money"),
+    # Small capitals, the "fancy font" of comment scams (Unicode names them after their letter).
+    (
+        "\u1d21\u1d0f\u1d21 \u026a \u0262\u1d0f\u1d1b $27 000 \u0299\u028f "
+        "\u026a\u0274\u1d20\u1d07\ua731\u1d1b\u026a\u0274\u0262",
+        "wow i got $27 000 by investing",
+    ),
     # Diacritics used as decoration.
     ("V\u00efagr\u00e0 ch\u00eaap", "Viagra cheap"),
     # Leetspeak.
