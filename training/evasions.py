@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import string
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,17 @@ def _in_words(table: dict[int, int]) -> Callable[[str], str]:
     return lambda text: _WORD.sub(lambda m: m.group(0)[0] + m.group(0)[1:-1].translate(table) + m.group(0)[-1], text)
 
 
+def _small_capital(letter: str) -> str:
+    try:
+        return unicodedata.lookup(f"LATIN LETTER SMALL CAPITAL {letter.upper()}")
+    except KeyError:  # x has none
+        return letter
+
+
+# The whole text in small capitals ("fancy font" generators): ᴄʟɪᴄᴋ ʜᴇʀᴇ.
+_SMALL_CAPITALS = str.maketrans({c: _small_capital(c) for c in string.ascii_lowercase})
+
+
 def _bare_links(text: str) -> str:
     """Links without their scheme and ``www.``, dots defanged: ``http://www.evil.com/x`` -> ``evil[.]com/x``."""
     return _LINK.sub(lambda m: m.group(1).replace(".", "[.]") + (m.group(2) or ""), text)
@@ -53,6 +66,7 @@ OBFUSCATIONS: dict[str, Callable[[str], str]] = {
     "interlinear annotation": _inside_words("\ufff9"),
     "homoglyphs": _in_words(_HOMOGLYPHS),
     "leetspeak": _in_words(_LEET),
+    "small capitals": lambda text: text.lower().translate(_SMALL_CAPITALS),
     "links without scheme, defanged": _bare_links,
 }
 

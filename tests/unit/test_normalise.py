@@ -115,8 +115,9 @@ def test_the_measured_evasions_normalise_to_the_plain_text(name: str) -> None:
     plain = "Claim your free prize today at http://www.cheap-pills.com/now before midnight"
     obfuscated = OBFUSCATIONS[name](plain)
     assert obfuscated != plain
-    expected = plain if name != "links without scheme, defanged" else plain.replace("http://www.", "")
-    assert normalise(obfuscated) == normalise(expected)
+    expected = {"links without scheme, defanged": plain.replace("http://www.", ""), "small capitals": plain.lower()}
+    expected_text = expected.get(name, plain)
+    assert normalise(obfuscated) == normalise(expected_text)
 
 
 def test_the_version_is_pinned_and_a_mismatch_refused(caplog: pytest.LogCaptureFixture) -> None:
