@@ -17,12 +17,14 @@ from typer.testing import CliRunner
 from modstream.cli import app
 from modstream.demo import WorkerThread, simulated_labels
 from modstream.loop.rescore import OnnxText
+from modstream.loop.trial import records
 from modstream.stack import Endpoints, create_topics
 from modstream.traffic import Collector, produce_all
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
 from tests.integration.test_train_text import tiny_base
+from training.platforms import instagram_comments, weeks
 from workers.adapters.triton import TritonControl
 from workers.cards import DecisionModelCard, TextModelCard
 from workers.stages.decide import DecisionModel
@@ -81,7 +83,8 @@ def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
 def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
     stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_base: Path, tmp_path: Path
 ) -> None:
-    """The README's loop on one running worker: its verdicts, moderators' labels on the feedback topic,
+    """The README's loop on one running worker, on a new platform's posts (training/platforms.py, which
+    no default model trains on): its verdicts, moderators' labels on the feedback topic,
     `modstream retrain`, `modstream models promote`; the next week's posts are decided by the retrained
     text and decision models, between batches, with nothing lost and no restart."""
     run = uuid.uuid4().hex[:8]
@@ -107,7 +110,9 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         "MODSTREAM_TRITON_REPO": str(triton_repo),
         "MODSTREAM_MODEL_RELOAD_S": "0.5",
     }
-    history, next_week = traffic(400, "h", 5), traffic(120, "n", 6)
+    # A new platform: its comments split by time into a labelled history and the next week.
+    past, future = weeks(instagram_comments(), 400, 120)
+    history, next_week = records(past, "h", 5), records(future, "n", 6)
     collector = Collector(s, f"collector-{run}")
     worker = WorkerThread(s)
     try:
@@ -118,8 +123,10 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         end = datetime.now(UTC)
         out = tmp_path / "retrained"
         retrain = ["retrain", "--from-time", start.isoformat(), "--to-time", end.isoformat(), "--out", str(out)]
-        loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--base", str(tiny_base), "--epochs", "1"]
-        result = CliRunner().invoke(app, [*retrain, *loose], env=env)
+        # Each of the 63 held-out posts moves the review share 1.6%: a looser ceiling too.
+        loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--max-review-share", "0.2"]
+        tiny = ["--base", str(tiny_base), "--epochs", "1"]
+        result = CliRunner().invoke(app, [*retrain, *loose, *tiny], env=env)
         assert result.exit_code == 0, result.output
         promoted = CliRunner().invoke(app, ["models", "promote", str(out)], env=env)
         assert promoted.exit_code == 0, promoted.output

@@ -1,0 +1,30 @@
+"""The new platform's comments: as the data card says, in time order, split without overlap."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from training import posts
+from training.platforms import INSTAGRAM, instagram_comments, weeks
+
+
+def test_the_comments_are_as_the_card_says_and_in_time_order() -> None:
+    comments = instagram_comments()
+    assert (len(comments), sum(c.spam for c in comments)) == (3444, 1150)
+    assert all(a.posted_at <= b.posted_at for a, b in itertools.pairwise(comments))
+    assert all(c.text for c in comments)
+
+
+def test_the_next_week_follows_its_history() -> None:
+    comments = instagram_comments()
+    history, next_week = weeks(comments, 1600, 400)
+    assert (len(history), len(next_week)) == (1600, 400)
+    assert next_week[-1] == comments[-1] and history[-1] == comments[-401]
+    assert max(p.posted_at for p in history) <= min(p.posted_at for p in next_week)
+    with pytest.raises(ValueError, match="asked of 3444"):
+        weeks(comments, 3100, 400)
+
+
+def test_no_default_model_trains_on_it() -> None:
+    assert INSTAGRAM.name not in Path(posts.__file__).read_text()
