@@ -633,7 +633,7 @@ def retrain(
     epochs: Annotated[int | None, typer.Option(min=1, help="Text model epochs", show_default="2")] = None,
     text_folds: Annotated[
         int | None,
-        typer.Option(min=0, max=10, help="Out-of-fold text models for the earlier posts (0: none)", show_default="3"),
+        typer.Option(min=0, max=10, help="Out-of-fold text models for the earlier posts (0: none)", show_default="5"),
     ] = None,
     holdout: Holdout = None,
     max_review_share: ReviewCeiling = None,

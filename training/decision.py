@@ -120,14 +120,18 @@ def scored_rows(posts: Sequence[Post], world: World, scorer: Scorer, ngram: Scor
     )
 
 
-def choose_thresholds(y: Labels, p: FloatArray, block_precision: float = 0.99, allow_npv: float = 0.995) -> Thresholds:
-    """``block`` at the lowest score whose precision >= target; ``allow`` below the highest score
-    whose negative predictive value >= target. Cuts fall only between distinct scores."""
+def choose_thresholds(
+    y: Labels, p: FloatArray, block_precision: float = 0.99, allow_npv: float = 0.995, max_ham_blocked: float = 1.0
+) -> Thresholds:
+    """``block`` at the lowest score whose precision >= target and which blocks at most ``max_ham_blocked``
+    of the ham; ``allow`` below the highest score whose negative predictive value >= target. Cuts fall
+    only between distinct scores."""
     desc = np.argsort(-p, kind="stable")
     ps, ys = p[desc], y[desc]
     k = np.arange(1, len(p) + 1)
     boundary = np.r_[ps[:-1] > ps[1:], True]  # a cut after position k-1 separates distinct values
-    ok = boundary & (np.cumsum(ys) / k >= block_precision)
+    ham_blocked = np.cumsum(1 - ys) / max(1, len(ys) - int(ys.sum()))
+    ok = boundary & (np.cumsum(ys) / k >= block_precision) & (ham_blocked <= max_ham_blocked)
     block = float(ps[np.nonzero(ok)[0].max()]) if ok.any() else 1.0
     asc_p, asc_y = ps[::-1], ys[::-1]
     boundary = np.r_[asc_p[:-1] < asc_p[1:], True]

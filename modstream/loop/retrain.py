@@ -38,7 +38,7 @@ from workers.config import Settings
 from workers.records import Post
 from workers.textmodel import LocalText
 
-TEXT_FOLDS = 3
+TEXT_FOLDS = 5
 WORK_DIR = "work"  # the text stage's files and its candidates, removed once the bundle is written
 
 

@@ -169,3 +169,17 @@ def test_a_campaign_signal_that_saw_no_wave_is_no_campaign(value: float) -> None
     decision, reasons = judge(model, row, prob, contrib, "block")
     assert decision == model.thresholds.classify(prob) == "review"
     assert not any("decided it" in r.detail for r in reasons)
+
+
+def test_a_ham_blocked_cap_places_block_where_a_few_mislabelled_posts_would_push_a_precision_cut() -> None:
+    rng = np.random.default_rng(4)
+    y = (rng.random(1200) < 0.33).astype(int)
+    p = np.clip(np.where(y == 1, rng.normal(0.8, 0.1, 1200), rng.normal(0.2, 0.1, 1200)), 0, 1)
+    y[np.argsort(-p)[[5, 30, 60, 95]]] = 0  # four of the surest spam labelled ham, as noisy labels are
+    strict = choose_thresholds(y, p, block_precision=0.99)
+    capped = choose_thresholds(y, p, block_precision=0.95, max_ham_blocked=0.005)
+    strict_ev, capped_ev = evaluate(y, p, strict), evaluate(y, p, capped)
+    assert (p >= strict.block).sum() < 0.4 * y.sum()  # 99% precision is met only above the mislabelled ones
+    assert (p[y == 1] >= capped.block).mean() > 0.9 and capped_ev.block_precision >= 0.95
+    assert ((p >= capped.block) & (y == 0)).sum() <= 0.005 * (y == 0).sum()
+    assert strict_ev.block_precision >= 0.99
