@@ -21,6 +21,7 @@ from modstream.imports import ROOT, import_graph, module_files, reachable
 from workers.cards import CARD_FILE, TextModelCard
 from workers.config import cache_root, default_model_dir
 from workers.ngram import NgramModel
+from workers.normalise import NORMALISER_VERSION
 
 # The packages training code can import (modstream/ sits above training).
 CODE_PACKAGES = ("schemas", "workers", "training")
@@ -64,6 +65,14 @@ def _build(target: Path, build: Callable[[Path], None], console: Console, what: 
     scratch.rename(target)
 
 
+def _normalised_alike(text_dir: Path) -> bool:
+    """Whether ``text_dir`` holds a model trained with this code's normaliser (or one that names none)."""
+    if not (text_dir / CARD_FILE).is_file():
+        return False
+    pinned = TextModelCard.load(text_dir).normaliser
+    return pinned is None or pinned == NORMALISER_VERSION
+
+
 def ensure_models(console: Console | None = None) -> Models:
     console = console or Console(stderr=True)
     root = cache_root()
@@ -104,8 +113,11 @@ def ensure_models(console: Console | None = None) -> Models:
         if not link.is_symlink():
             link.symlink_to(target)
     current = default_model_dir()
-    if not current.exists():  # a fresh cache: what `modstream worker` serves by default
-        current.unlink(missing_ok=True)  # a dangling link
+    # A fresh cache, or a bundle this code refuses (its text model saw another normaliser, so it was
+    # trained by older code): link what `modstream worker` serves by default. A servable bundle that
+    # was promoted stays.
+    if not current.exists() or not _normalised_alike(current / "text"):
+        current.unlink(missing_ok=True)
         current.symlink_to(bundle)
         console.print(f"[green]✓[/] linked {current} -> {bundle}")
     return Models(text_dir, decision_dir, bundle)
