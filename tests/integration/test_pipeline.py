@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from modstream.demo import WorkerThread
 from modstream.stack import Endpoints, create_topics
 from modstream.traffic import Collector, Record, produce_all
 from schemas import DeadLetter, Verdict
-from tests.integration.conftest import run_worker
+from tests.integration.conftest import run_settings, run_worker
 from tests.unit.fakes import KINDS, event
 from workers.config import Settings
 from workers.features import FEATURES
@@ -121,6 +122,29 @@ def test_a_very_long_host_under_a_banned_domain_is_blocked_and_the_partition_mov
     out = run_worker(settings, records).outcomes
     assert set(out.verdicts) - {"warm"} == {r.key for r in records} and not out.dead_letters
     assert out.verdicts["long"].decision == "block" and out.verdicts["long"].reasons[0].code == "banned_domain"
+
+
+def test_a_worker_started_before_its_input_topic_exists_decides_its_posts_once_it_does(
+    stack: Endpoints, model_bundle: Path
+) -> None:
+    """Deployments start workers before kafka-init has run: the worker waits for the topic, without a
+    restart, and finds it at the next metadata refresh (MODSTREAM_KAFKA_METADATA_REFRESH_S)."""
+    s = run_settings(stack, model_bundle, uuid.uuid4().hex[:8])
+    create_topics(s.kafka_bootstrap, {s.output_topic: 1, s.dlq_topic: 1})
+    records = [post(f"t{i}") for i in range(20)]
+    collector = Collector(s, f"collector-{s.group_id}")
+    worker = WorkerThread(s)
+    try:
+        time.sleep(3)  # subscribed, and the topic is not there
+        create_topics(s.kafka_bootstrap, {s.input_topic: 2})
+        created = time.monotonic()
+        produce_all(s, records)
+        assert collector.wait_for([r.key for r in records], 90), "the worker never found its topic"
+        print(f"every post decided {time.monotonic() - created:.1f} s after its topic was created")
+    finally:
+        worker.close()  # raises what ended the worker early, if anything did
+        collector.close()
+    assert set(collector.outcomes.verdicts) == {r.key for r in records}
 
 
 def test_a_worker_joining_mid_stream_loses_nothing(settings: Settings) -> None:
