@@ -9,6 +9,7 @@ import random
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from modstream.traffic import Collector, Record, produce_all
 from schemas import Verdict
 from tests.integration.conftest import run_settings
 from tests.unit.fakes import event, tiny_decision_model, write_bundle
+from training.platforms import LabelledPost
 from workers.metrics import SHADOW_DECISIONS
 
 pytestmark = pytest.mark.integration
@@ -41,19 +43,22 @@ def bundle(path: Path, text_dir: Path, seed: int, version: str) -> Path:
     return path
 
 
-def traffic(n: int, prefix: str, seed: int) -> list[Record]:
-    """Spam posts a direct API call with a link, ham ones typed in the UI; 10% the other way round."""
+def traffic(n: int, prefix: str, seed: int, posts: Sequence[LabelledPost] = ()) -> list[Record]:
+    """Spam posts a direct API call with a link, ham ones typed in the UI; 10% the other way round.
+    With ``posts``, one record each, with its text and label (``n`` is then their number)."""
     rng = random.Random(seed)
     records = []
-    for i in range(n):
-        spam = rng.random() < 0.4
+    for i in range(len(posts) or n):
+        spam = posts[i].spam if posts else rng.random() < 0.4
         looks_spam = spam != (rng.random() < 0.1)
         kw: dict[str, object] = (
             {"urls": [f"https://promo{i % 7}.example.xyz/deal"]}
             if looks_spam
             else {"journey": [{"name": "open", "offset_ms": 0}, {"name": "type", "offset_ms": 4000 + i}]}
         )
-        text = f"{'great deal click now' if spam else 'lovely walk by the river'} number {i}"
+        text = (
+            posts[i].text if posts else f"{'great deal click now' if spam else 'lovely walk by the river'} number {i}"
+        )
         body = json.loads(event(f"{prefix}{i}", text, user_id=f"u{i % 23}", ip=f"192.0.2.{i % 200 + 1}", **kw))
         body["created_at"] = datetime.now(UTC).isoformat()
         records.append(Record(f"{prefix}{i}", json.dumps(body).encode(), int(spam)))

@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from modstream.cli import app
 from modstream.demo import WorkerThread, simulated_labels
 from modstream.loop.rescore import OnnxText
-from modstream.loop.trial import records
 from modstream.stack import Endpoints, create_topics
 from modstream.traffic import Collector, produce_all
 from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
@@ -112,7 +111,7 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
     }
     # A new platform: its comments split by time into a labelled history and the next week.
     past, future = weeks(instagram_comments(), 400, 120)
-    history, next_week = records(past, "h", 5), records(future, "n", 6)
+    history, next_week = traffic(0, "h", 5, past), traffic(0, "n", 6, future)
     collector = Collector(s, f"collector-{run}")
     worker = WorkerThread(s)
     try:
