@@ -321,6 +321,11 @@ def relabel(records: Sequence[Record], prefix: str) -> list[Record]:
     return out
 
 
+def repeated(records: Sequence[Record], n: int, prefix: str) -> list[Record]:
+    """``n`` records: ``records`` over and over, each pass relabelled ``<prefix><start>-``."""
+    return [r for i in range(0, n, len(records)) for r in relabel(records, f"{prefix}{i}-")][:n]
+
+
 @dataclass
 class Phase:
     rate: float
@@ -579,7 +584,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         load = 0.5 * pipe.rate
         with step(f"6/8 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
             n_lat = int(load * latency_s)
-            lat_records = [r for i in range(0, n_lat, len(records)) for r in relabel(records, f"lat{i}-")][:n_lat]
+            lat_records = repeated(records, n_lat, "lat")
             lat = kb.run(lat_records, rate=load)
         result.p50_ms = round(float(np.percentile(lat.latencies_ms, 50)), 1)
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
@@ -597,7 +602,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             # Long enough to hold a whole promotion (load, switch, retire: seconds of Triton's CPU),
             # which starts a third of the way in.
             n_swap = max(len(records), int(pipe.rate * 2 * latency_s))
-            swap_records = [r for i in range(0, n_swap, len(records)) for r in relabel(records, f"swap{i}-")][:n_swap]
+            swap_records = repeated(records, n_swap, "swap")
             swap_run = partial(
                 kb.run, swap_records, during=swap.promote_other, at_s=n_swap / pipe.rate / 3,
                 model_dir=swap.link, triton_repo=repo,
