@@ -80,7 +80,11 @@ class Settings(BaseSettings):
     # (Tansu on S3 behind a backlog): after fetches came back empty for fetch_stall_s with records
     # waiting, the wait grows, up to fetch_wait_backoff_max_s, until the consumer catches up.
     fetch_wait_backoff_max_s: Annotated[float, Field(ge=0.001, le=30)] = 2.0
-    fetch_stall_s: Annotated[float, Field(gt=0)] = 1.0
+    # Unset: the session timeout. A rebalance holds every member's fetches for a join round (about
+    # half a session on Tansu), and a stall shorter than that is the group's, not the broker's:
+    # growing the wait means leaving and rejoining, and on Tansu a member that leaves while another
+    # joins wedges the group for good.
+    fetch_stall_s: Annotated[float, Field(gt=0)] | None = None
 
     # How often every client refreshes topic metadata (librdkafka's default is 5 minutes): a worker
     # started before its input topic exists, or after the broker moved, finds it within this.
@@ -256,6 +260,11 @@ class Settings(BaseSettings):
             "auto.commit.interval.ms": 1000,
             "statistics.interval.ms": _ms(self.kafka_stats_interval_s),
         }
+
+    @property
+    def fetch_stall(self) -> float:
+        """How long fetches must come back empty, with records waiting, before the wait grows."""
+        return self.session_timeout_s if self.fetch_stall_s is None else self.fetch_stall_s
 
     @property
     def exactly_once(self) -> bool:

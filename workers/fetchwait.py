@@ -28,10 +28,11 @@ class FetchWait:
     def __post_init__(self) -> None:
         self.current_s = self.base_s
 
-    def assigned(self) -> None:
-        """Partitions were just assigned: the stall clock starts afresh. The empty polls while the
-        group was joining say nothing of this broker's fetches, and counting them backed the wait
-        off (a rejoin, about a second on Tansu) right after every restart."""
+    def rebalanced(self) -> None:
+        """The group rebalanced (partitions assigned, revoked or lost): the stall clock starts
+        afresh. The empty polls while the group was joining say nothing of this broker's fetches;
+        counting them backed the wait off (a rejoin) right after every restart, and, when another
+        member was joining, left a group on Tansu without an owner for its partitions."""
         self._empty_since = None
 
     def observe(self, got_records: bool, now: float, lag: Callable[[], int | None]) -> float | None:

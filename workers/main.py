@@ -125,7 +125,7 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         if shadow_text is not None:
             await shadow_text.connect()  # one log line if it is not served; the champion starts regardless
         bans = BanListCache(store, Keyspace(settings.redis_prefix), settings.banlist_refresh_s)
-        fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall_s)
+        fetch_wait = FetchWait(settings.fetch_wait_max_s, settings.fetch_wait_backoff_max_s, settings.fetch_stall)
         conf = settings.consumer_conf(transactional=settings.exactly_once)
         ramp = BatchRamp(min(settings.batch_start_size, settings.batch_max_size), settings.batch_max_size)
         source = KafkaSource(conf, [settings.input_topic], fetch_wait, on_assign=ramp.reset)

@@ -1,6 +1,7 @@
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from workers.adapters.kafka import KafkaSource
+from workers.config import Settings
 from workers.fetchwait import FetchWait
 
 
@@ -40,10 +41,10 @@ def test_nothing_changes_while_the_lag_is_unknown() -> None:
     assert polls(fw, "." * 30, lag=None) == [] and fw.current_s == 0.5
 
 
-def test_the_stall_clock_starts_when_partitions_are_assigned() -> None:
+def test_the_stall_clock_starts_afresh_at_every_rebalance() -> None:
     fw = FetchWait(base_s=0.02, max_s=1.0, stall_s=1.0)
     assert polls(fw, "." * 7, lag=None) == []  # joining: 1.5 s of empty polls, no partitions
-    fw.assigned()
+    fw.rebalanced()
     # The first fetches after the assignment: a backlog, but not yet a stall.
     assert polls(fw, "...", lag=500, start=1.75) == []
     assert polls(fw, "..", lag=500, start=2.5) == [0.1]  # a whole stall_s after the assignment
@@ -72,3 +73,9 @@ def test_a_broker_that_cannot_say_leaves_the_lag_unknown() -> None:
         assert source._lag() is None
     finally:
         real.close()
+
+
+def test_unless_set_a_stall_lasts_longer_than_a_join_round() -> None:
+    """A rebalance holds fetches for about half a session on Tansu: a shorter stall is the group's."""
+    assert Settings(session_timeout_s=6).fetch_stall == 6
+    assert Settings(session_timeout_s=6, fetch_stall_s=0.5).fetch_stall == 0.5

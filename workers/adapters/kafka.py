@@ -59,12 +59,11 @@ class KafkaSource:
     # Under the cooperative protocol these see only the partitions that move, and confluent-kafka
     # applies them incrementally after the callback returns (eager: the whole assignment).
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalanced()
         if not partitions:  # a cooperative rebalance that gave this member nothing new
             return
         REBALANCES.labels("assign").inc()
         log.info("partitions assigned: %s", [(p.topic, p.partition) for p in partitions])
-        if self._fetch_wait is not None:
-            self._fetch_wait.assigned()
         if self._assigned_hook is not None:
             self._assigned_hook()
 
@@ -72,6 +71,7 @@ class KafkaSource:
         # Runs inside poll, between batches, so every stored offset is already settled:
         # commit them before another group member takes these partitions over.
         REBALANCES.labels("revoke").inc()
+        self._rebalanced()
         log.info("partitions revoked: %s", [(p.topic, p.partition) for p in partitions])
         _commit_quietly(consumer)
         self.commits.forget([(p.topic, p.partition) for p in partitions])
@@ -82,8 +82,13 @@ class KafkaSource:
         # cannot store their offsets (store_offsets below), their records come again from the
         # last commit, and the consumer rejoins on its next poll.
         REBALANCES.labels("lost").inc()
+        self._rebalanced()
         log.warning("partition assignment lost, rejoining: %s", [(p.topic, p.partition) for p in partitions])
         self.commits.forget([(p.topic, p.partition) for p in partitions])
+
+    def _rebalanced(self) -> None:
+        if self._fetch_wait is not None:
+            self._fetch_wait.rebalanced()
 
     def poll_batch(self, max_size: int, max_wait_s: float) -> list[InMsg]:
         # Wait only for the first record, then take what has already arrived: an idle worker
