@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     # Unset: the session timeout. A rebalance holds every member's fetches for a join round (about
     # half a session on Tansu), and a stall shorter than that is the group's, not the broker's:
     # growing the wait means leaving and rejoining, and on Tansu a member that leaves while another
-    # joins wedges the group for good.
+    # joins wedged the group (for over 200 s in our runs).
     fetch_stall_s: Annotated[float, Field(gt=0)] | None = None
 
     # How often every client refreshes topic metadata (librdkafka's default is 5 minutes): a worker
