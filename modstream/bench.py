@@ -4,7 +4,8 @@ Every phase uses the same texts on the same machine:
 
 1. model-only   the serving ONNX model in-process, best layout and batch size: the ceiling
 2. triton-only  the same model through Triton gRPC, several requests in flight
-3. pipeline     Kafka -> worker process -> Kafka on the embedded stack, three runs; again with a
+3. pipeline     Kafka -> worker process -> Kafka on the embedded stack, three steady runs
+                (STEADY_S, each post its own text); again with a
                 challenger decision model in shadow (the serving one, so both decide alike: its
                 cost only). Each run sits between two model-only runs at the best layout and batch
                 size, and its ratio is over their mean, so the VM's drift cancels (Ceiling)
@@ -19,7 +20,8 @@ Every phase uses the same texts on the same machine:
 8. signals      what counting the stream-kept signals and logging the feature row cost per
                 post (modstream/bench_signals.py)
 
-The text-score cache is off (every post is scored) except in the campaign lever.
+The text-score cache is off (every post is scored) except in the campaign lever, and the throughput
+runs never repeat a text (copies in one batch are scored once).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from training.corpus import load_spamassassin
 from training.posts import post_splits
 from training.simulator import Simulator
+from training.textdata import Example
 from workers.adapters.triton import TritonControl, TritonTextModel
 from workers.cards import TextModelCard
 from workers.config import Settings, cache_root
@@ -67,6 +70,12 @@ from workers.textenc import IntArray, TextEncoder, pad
 CLK = os.sysconf("SC_CLK_TCK")
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 PIPELINE_RUNS = 3  # the pipeline ratio is their median
+# A throughput run lasts this long at the ceiling's rate (at least ``posts``, at most one post per
+# held-out text): the first batch (polled, validated and tokenised before Triton has work) and the
+# last (requests for fewer cores than there are) leave cores idle, which weighs on a 2,000-post run
+# (4 s on a fast model) and not on a steady stream (docs/PERFORMANCE.md, sixth round). Every post
+# has its own text: copies in one batch would be scored once, and the model would look cheaper.
+STEADY_S = 20.0
 NAIVE_MODEL = "spam_text_naive"
 
 
@@ -81,6 +90,7 @@ class BenchDetails:
     max_length: int
     cpus: int | None
     model_only_best: dict[str, str | int] = field(default_factory=dict)  # layout and batch size
+    steady_run_posts: int = 0  # the pipeline, shadow and exactly-once throughput runs' length (STEADY_S)
     model_only_by_batch: dict[str, dict[str, float]] = field(default_factory=dict)
     model_only_fp32_posts_per_s: float | None = None  # measured when the serving model is int8
     model_only_email_posts_per_s: float | None = None  # the same model on e-mail-length texts
@@ -101,7 +111,7 @@ class BenchDetails:
     exactly_once_p99_ms: float = 0.0
     # A bundle with another text model promoted mid-run (Triton loads it, the worker switches
     # between batches): throughput, p99 at the latency phase's load, and the verdicts per text model.
-    hot_swap_posts: int = 0  # the throughput run's length: twice the latency phase's duration at the pipeline's rate
+    hot_swap_posts: int = 0  # the throughput run's length: a steady run (STEADY_S)
     hot_swap_posts_per_s: float = 0.0
     hot_swap_p99_ms: float = 0.0
     hot_swap_promote_s: list[float] = field(default_factory=list)  # each promotion's wall time, load and drain
@@ -447,10 +457,15 @@ def _after(delay_s: float, action: Callable[[], float]) -> float:
     return action()
 
 
+def post_texts() -> list[Example]:
+    """The post-length texts, held-out ones first."""
+    splits = post_splits(cache_root())
+    return [*splits.test, *splits.val, *splits.train]
+
+
 def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
     """Held-out post-length texts (each post its own text when possible) in simulated platform context."""
-    splits = post_splits(cache_root())
-    texts = [*splits.test, *splits.val, *splits.train]
+    texts = post_texts()
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
     seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)
     domains = sorted(sim.world.banned_domains)
@@ -530,7 +545,8 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         naive_model = NAIVE_MODEL
     stack = LocalStack(out / "stack", repo, console=console)
     with stack as ep:
-        records = build_posts(posts, 7, ep.redis_url)
+        pool = build_posts(max(posts, len(post_texts())), 7, ep.redis_url)  # one text each, up to the corpus
+        records = pool[:posts]
         texts = [json.loads(r.value)["text"] for r in records]
         with step("1/8 model only: layout and batch-size sweep"):
             sweep = model_only(models, texts, max_len)
@@ -557,15 +573,19 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
                 d.triton_in_flight[inflight] = round(rate, 1)
         result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
-        ceiling_now = Ceiling(models, texts, max_len, layout, batch)
-        with step(f"3/8 full pipeline, {PIPELINE_RUNS} runs, each between two model-only runs"):
-            pipes = paired([partial(kb.run, relabel(records, f"pipe{i}-")) for i in range(PIPELINE_RUNS)], ceiling_now)
+        steady_records = pool[: max(posts, int(ceiling * STEADY_S))]
+        steady = partial(relabel, steady_records)
+        d.steady_run_posts = len(steady_records)
+        # The ceiling around each steady run is measured on that run's texts.
+        ceiling_now = Ceiling(models, [json.loads(r.value)["text"] for r in steady_records], max_len, layout, batch)
+        with step(f"3/8 full pipeline, {PIPELINE_RUNS} runs of {len(steady_records)} posts, each between two ceilings"):
+            pipes = paired([partial(kb.run, steady(f"pipe{i}-")) for i in range(PIPELINE_RUNS)], ceiling_now)
         pipe = median_pair(pipes).phase
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
         d.pipeline_runs = [p.to_json() for p in pipes]
         with step("   lever: the pipeline with a challenger decision model in shadow"):
-            shadow_run = partial(kb.run, relabel(records, "shadow-"), shadow_model_dir=models.bundle)
+            shadow_run = partial(kb.run, steady("shadow-"), shadow_model_dir=models.bundle)
             (shadow_pair,) = paired([shadow_run], ceiling_now)
         shadowed = shadow_pair.phase
         d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
@@ -591,7 +611,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.latency_offered_posts_per_s = round(load, 1)
         d.latency_cpu_s = lat.cpu_s
         with step(f"7/8 exactly-once: throughput, then latency at {load:.0f} posts/s"):
-            eos = kb.run(relabel(records, "eos-"), processing_guarantee="exactly_once")
+            eos = kb.run(steady("eos-"), processing_guarantee="exactly_once")
             eos_lat = kb.run(relabel(lat_records, "eos-"), rate=load, processing_guarantee="exactly_once")
         d.exactly_once_posts_per_s = round(eos.rate, 1)
         d.exactly_once_p50_ms = round(float(np.percentile(eos_lat.latencies_ms, 50)), 1)
@@ -599,12 +619,11 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         with step("   lever: a bundle with another text model promoted mid-run: throughput, then latency"):
             swap = HotSwap.prepare(models, repo, ep, out)
             promote_s = []
-            # Long enough to hold a whole promotion (load, switch, retire: seconds of Triton's CPU),
-            # which starts a third of the way in.
-            n_swap = max(len(records), int(pipe.rate * 2 * latency_s))
-            swap_records = repeated(records, n_swap, "swap")
+            # A steady run holds a whole promotion (load, switch, retire: 12-15 s, seconds of Triton's
+            # CPU), which starts a quarter of the way in.
+            n_swap = len(steady_records)
             swap_run = partial(
-                kb.run, swap_records, during=swap.promote_other, at_s=n_swap / pipe.rate / 3,
+                kb.run, steady("swap-"), during=swap.promote_other, at_s=n_swap / pipe.rate / 4,
                 model_dir=swap.link, triton_repo=repo,
             )  # fmt: skip
             (swap_pair,) = paired([swap_run], ceiling_now)

@@ -99,8 +99,10 @@ class Settings(BaseSettings):
     kafka_stats_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
 
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
-    # max_wait for the first record. Batches grow with load instead of waiting to fill.
-    batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 256
+    # max_wait for the first record. Batches grow with load instead of waiting to fill. A batch's
+    # texts are sorted by length before they are cut into requests: at 512 a request pads 2.9%
+    # of its tokens, at 256 5.8% (docs/PERFORMANCE.md, sixth round).
+    batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 512
     batch_max_wait_s: Annotated[float, Field(ge=0.001, le=60)] = 0.05
     # After partitions are assigned (a start, a rebalance), batches start at this size and double
     # up to batch_max_size: a worker taking over a backlog puts its first verdicts out sooner.
@@ -156,7 +158,7 @@ class Settings(BaseSettings):
     # The model repository Triton serves from (explicit model control): `modstream models promote` writes a
     # bundle's other text model into <triton_repo>/<triton_model>/<n>/ and loads it there before switching.
     triton_repo: Path | None = None
-    # Queueing included: on a 2-core CPU a 256-post batch takes about a second of inference.
+    # Queueing included: on a 2-core CPU a 512-post batch takes one to two seconds of inference.
     triton_timeout_s: Annotated[float, Field(ge=0.001)] = 5.0
     # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one
     # instance per core busy. On a GPU, larger sub-batches (64+) with MODSTREAM_TRITON_PAD_MULTIPLE.

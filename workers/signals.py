@@ -29,6 +29,7 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -112,6 +113,7 @@ class Plan:
         return tuple(c.feature for c in self.counts) + tuple(f.feature for f in self.first_seen)
 
 
+@functools.lru_cache(maxsize=4096)  # a post names its domain seven times, its URL and user thrice
 def token(value: str, digits: int = 16) -> str:
     """A short, stable stand-in for an entity (a URL can be 2 KB): ``digits`` hex of its hash."""
     return hashlib.blake2b(value.encode(), digest_size=digits // 2).hexdigest()

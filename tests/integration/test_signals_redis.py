@@ -56,3 +56,20 @@ async def test_redis_counts_like_the_reference_and_a_second_delivery_changes_not
         assert sorted(r.scan_iter(match=f"{prefix}*")) == keys and {k: r.dump(k) for k in keys} == before
     finally:
         await store.close()
+
+
+async def test_a_batch_reads_every_profile_hash_in_its_round_trip(stack: Endpoints, prefix: str) -> None:
+    """One Redis reads the batch's hashes in one script call: each as HGETALL answers it, {} when absent."""
+    r = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    keys = [f"{prefix}user:a", f"{prefix}user:missing", f"{prefix}domain:x.example"]
+    r.hset(keys[0], mapping={"posts": 3, "reputation": 0.25})
+    r.hset(keys[2], mapping={"spam_labels": 1})
+    store = RedisStore(stack.redis_url, 2.0)
+    try:
+        hashes, seen = await store.enrich(keys, plans(Keyspace(prefix)))
+        assert hashes == [r.hgetall(k) for k in keys]
+        assert hashes == [{"posts": "3", "reputation": "0.25"}, {}, {"spam_labels": "1"}]
+        assert len(seen) == len(batch())
+        assert await store.enrich([], []) == ([], [])
+    finally:
+        await store.close()

@@ -161,6 +161,15 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
     return calls
 
 
+# Each key's HGETALL, as flat field-value lists (EVAL, not EVALSHA: nothing to reload after a flush).
+_READ_HASHES = "local out = {} for i, key in ipairs(KEYS) do out[i] = redis.call('HGETALL', key) end return out"
+
+
+def _as_dict(flat: Sequence[str]) -> dict[str, str]:
+    fields = iter(flat)
+    return dict(zip(fields, fields, strict=True))
+
+
 class RedisStore:
     def __init__(self, url: str, timeout_s: float, layout: Layout | None = None) -> None:
         self.timeout_s = timeout_s
@@ -177,12 +186,20 @@ class RedisStore:
     ) -> tuple[list[dict[str, str]], list[list[float]]]:
         calls = list(signal_calls(plans, self.layout).by_group.values())
 
+        # One Redis: every hash in one EVAL, which redis-py packs and parses for about a sixth of the
+        # CPU of one HGETALL per key (docs/PERFORMANCE.md). A cluster spreads them over slots.
+        one_call = bool(keys) and not self.layout.cluster
+
         def read(pipe: Any) -> None:
-            for key in keys:
-                pipe.hgetall(key)
+            if one_call:
+                pipe.execute_command("EVAL", _READ_HASHES, len(keys), *keys)
+            else:
+                for key in keys:
+                    pipe.hgetall(key)
 
         async with asyncio.timeout(self.timeout_s):
-            answers, hashes = await self._count_signals.pipeline(self._redis, calls, read)
+            answers, reads = await self._count_signals.pipeline(self._redis, calls, read)
+        hashes = [_as_dict(flat) for flat in reads[0]] if one_call else reads
         seen = [[0.0] * len(p.features) for p in plans]
         for call, answer in zip(calls, answers, strict=True):
             for (i, positions), values in zip(call.parts, answer, strict=True):
