@@ -71,10 +71,10 @@ CLK = os.sysconf("SC_CLK_TCK")
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 PIPELINE_RUNS = 3  # the pipeline ratio is their median
 # A throughput run lasts this long at the ceiling's rate (at least ``posts``, at most one post per
-# held-out text): the first batch (polled, validated and tokenised before Triton has work) and the
-# last (requests for fewer cores than there are) leave cores idle, which weighs on a 2,000-post run
-# (4 s on a fast model) and not on a steady stream (docs/PERFORMANCE.md, sixth round). Every post
-# has its own text: copies in one batch would be scored once, and the model would look cheaper.
+# corpus text): what a steady stream sees, the first batch (validated and tokenised before Triton
+# has work) and the last (fewer requests than cores) once, not every 4 s as in a 2,000-post run
+# (docs/PERFORMANCE.md, sixth round). Every post has its own text: copies in one batch would be
+# scored once, and the model would look cheaper than it is.
 STEADY_S = 20.0
 NAIVE_MODEL = "spam_text_naive"
 
