@@ -74,8 +74,10 @@ class Settings(BaseSettings):
     # join wait a whole session, so it is off by default.
     static_membership: bool = False
     # Apache Kafka answers a fetch as soon as data arrives, so there this only sets how often an
-    # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency.
-    fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.02
+    # idle consumer asks; Tansu answers only when it expires, so it bounds per-hop latency. Each
+    # fetch costs Tansu about 0.8 ms of CPU, asked for or not: at 20 ms a consumer took it 4% of a
+    # core, 0.2 ms per post at the bench's rate (docs/PERFORMANCE.md, seventh round).
+    fetch_wait_max_s: Annotated[float, Field(ge=0.001, le=10)] = 0.1
     # A broker that reads its log from storage may answer nothing within that wait, over and over
     # (Tansu on S3 behind a backlog): after fetches came back empty for fetch_stall_s with records
     # waiting, the wait grows, up to fetch_wait_backoff_max_s, until the consumer catches up.

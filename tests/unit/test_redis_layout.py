@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from redis.crc import key_slot
 
 from tests.unit.test_signals import T0, post
@@ -67,3 +68,20 @@ def test_a_signal_and_its_previous_bucket_share_a_shard() -> None:
     assert layout.spread("t:sig:lf:172800:10", "abc") == (a, group) and a != "t:sig:lf:172800:10"
     assert Layout().spread("t:sig:lf:172800:10", "abc") == ("t:sig:lf:172800:10", 0)
     assert key_slot(layout.beside("t:sig:snap", 1234).encode()) == 1234
+
+
+def test_one_redis_packs_commands_as_redis_py_would() -> None:
+    from redis.asyncio.connection import Connection
+    from redis.exceptions import DataError
+
+    from workers.adapters.redis_layout import connect
+
+    packing = connect("redis://127.0.0.1:1/0", 1.0).connection_pool.connection_class()
+    commands = [
+        ("EVALSHA", "ab" * 20, 2, "k:1", "k:2", "café", 0, -3, 86_400, 0.1, 1.5e-7, b"\x00\xff"),
+        ("SCRIPT LOAD", "return 1"),  # a command name of two words
+        ("HGETALL", "x" * 10_000),  # longer than redis-py's buffer cutoff
+    ]
+    assert b"".join(packing.pack_commands(commands)) == b"".join(Connection().pack_commands(commands))
+    with pytest.raises(DataError):
+        packing.pack_command("SET", "k", True)

@@ -1,6 +1,7 @@
 """The whole worker loop over in-memory fakes: one output per input, bans, degradation, commits."""
 
 import asyncio
+import random
 from pathlib import Path
 
 import numpy as np
@@ -221,6 +222,29 @@ def test_split_is_balanced_and_spreads_small_batches(
     parts = split(n, sub_batch, parallelism)
     assert [len(p) for p in parts] == sizes
     assert [i for p in parts for i in p] == list(range(n))
+
+
+def test_requests_cut_where_lengths_jump_and_keep_sizes_in_bounds() -> None:
+    from workers.stages.score import requests, split
+
+    lengths = sorted([10] * 20 + [40] * 12)  # fixed requests of 16 would pad four 10s to 40
+    parts = requests(lengths, 16, 2)
+    assert len(parts) == 3
+    assert all(lengths[p[0]] == lengths[p[-1]] for p in parts)  # nothing padded
+    assert [i for p in parts for i in p] == list(range(len(lengths)))
+    # A batch too small for a full request per instance is split evenly, as before.
+    assert requests([5] * 20, 16, 2) == split(20, 16, 2)
+
+
+@pytest.mark.parametrize("sub_batch", [1, 2, 3, 7, 16])
+def test_requests_cover_every_text_once_within_sizes(sub_batch: int) -> None:
+    from workers.stages.score import requests
+
+    rng = random.Random(sub_batch)
+    for n in range(2 * sub_batch, 2 * sub_batch + 40):
+        parts = requests(sorted(rng.randint(1, 60) for _ in range(n)), sub_batch, 2)
+        assert [i for p in parts for i in p] == list(range(n))
+        assert all(-(-sub_batch // 2) <= len(p) <= sub_batch for p in parts)
 
 
 async def test_small_batches_are_split_across_model_instances(encoder: TextEncoder) -> None:
