@@ -102,8 +102,8 @@ class Settings(BaseSettings):
 
     # Micro-batching: a batch is what has arrived, up to max_size; an idle worker waits up to
     # max_wait for the first record. Batches grow with load instead of waiting to fill. A batch's
-    # texts are sorted by length before they are cut into requests: at 512 a request pads 2.9%
-    # of its tokens, at 256 5.8% (docs/PERFORMANCE.md, sixth round).
+    # texts are sorted by length, then cut into requests where the lengths jump: at 512 the
+    # requests' tokens are 1.4% padding, at 256 2.7% (docs/PERFORMANCE.md, seventh round).
     batch_max_size: Annotated[int, Field(ge=1, le=10_000)] = 512
     batch_max_wait_s: Annotated[float, Field(ge=0.001, le=60)] = 0.05
     # After partitions are assigned (a start, a rebalance), batches start at this size and double
@@ -162,8 +162,9 @@ class Settings(BaseSettings):
     triton_repo: Path | None = None
     # Queueing included: on a 2-core CPU a 512-post batch takes one to two seconds of inference.
     triton_timeout_s: Annotated[float, Field(ge=0.001)] = 5.0
-    # Measured on CPU (docs/PERFORMANCE.md): requests of 16 texts, enough in flight to keep one
-    # instance per core busy. On a GPU, larger sub-batches (64+) with MODSTREAM_TRITON_PAD_MULTIPLE.
+    # Measured on CPU (docs/PERFORMANCE.md): requests of at most 16 texts (at least half that,
+    # cut where lengths jump), enough in flight to keep one instance per core busy. On a GPU,
+    # larger sub-batches (64+) with MODSTREAM_TRITON_PAD_MULTIPLE.
     triton_sub_batch: Annotated[int, Field(ge=1)] = 16
     triton_max_in_flight: Annotated[int, Field(ge=1)] = 8
     # Round padded widths up to a multiple of this: 1 for the ragged python backend, ~16 on GPU.
