@@ -778,24 +778,40 @@ def build_repo(
     console.print(f"wrote {target} repository to {path}")
 
 
+PROFILE_HELP = "Default: measured on a GPU (docs/PERFORMANCE.md)"
+
+
 @app.command("build-engine")
 def build_engine(
     onnx: Annotated[Path, typer.Option(help="The fp32 ONNX model")],
     out: Annotated[Path, typer.Option(help="Where model.plan and config.pbtxt go")] = Path("build/engine"),
-    min_batch: int = 1,
-    opt_batch: int = 32,
-    max_batch: int = 64,
-    min_seq: int = 8,
-    opt_seq: int = 64,
-    max_seq: int = 128,
+    min_batch: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
+    opt_batch: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
+    max_batch: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
+    min_seq: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
+    opt_seq: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
+    max_seq: Annotated[int | None, typer.Option(help=PROFILE_HELP)] = None,
     int8: bool = False,
     timing_cache: Path | None = None,
 ) -> None:
     """GPU only: build a TensorRT engine (FP16, optional INT8) with an optimization profile."""
+    from dataclasses import replace
+
     from modstream.engine import EngineProfile, EngineUnavailable
     from modstream.engine import build_engine as build
 
-    profile = EngineProfile(min_batch, opt_batch, max_batch, min_seq, opt_seq, max_seq)
+    given = {
+        "min_batch": min_batch,
+        "opt_batch": opt_batch,
+        "max_batch": max_batch,
+        "min_seq": min_seq,
+        "opt_seq": opt_seq,
+        "max_seq": max_seq,
+    }
+    try:
+        profile = replace(EngineProfile(), **{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     try:
         plan = build(onnx, out, profile, fp16=True, int8=int8, timing_cache=timing_cache)
     except EngineUnavailable as exc:

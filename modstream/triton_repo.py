@@ -67,8 +67,9 @@ def target_of(config: str) -> Target:
 class RepoOptions:
     """Everything ``config.pbtxt`` depends on besides the target."""
 
-    max_batch_size: int = 64
-    preferred_batch_sizes: tuple[int, ...] = (16, 32, 64)
+    # GPU: what build-engine's default profile accepts (measured, docs/PERFORMANCE.md "GPU").
+    max_batch_size: int = 256
+    preferred_batch_sizes: tuple[int, ...] = (64, 256)
     max_queue_delay_us: int = 2000
     instances: int = 1
     intra_op_threads: int = 0  # CPU targets; 0 = ONNX Runtime's default

@@ -27,7 +27,7 @@ def posts(prefix: str) -> list[Record]:
 def suites(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, model_bundle: Path) -> Iterator[list[Suite]]:
     """The main stack, and one whose broker keeps its log on S3 (moto's server standing in)."""
     work = tmp_path_factory.mktemp("chaos")
-    repo = build_repo("cpu-embedded", tiny_model_dir, work / "repo", RepoOptions())
+    repo = build_repo("cpu-embedded", tiny_model_dir, work / "repo", RepoOptions.for_target("cpu-embedded"))
     # Its own Redis and tritonserver: the outages must not reach the other tests' stack.
     memory = LocalStack(work / "stack", repo)
     with memory as ep, S3Standin(work / "s3") as s3:

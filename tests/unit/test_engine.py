@@ -10,7 +10,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from modstream.engine import EngineProfile, EngineUnavailable, build_engine
-from modstream.triton_repo import INPUT_NAMES, render_config
+from modstream.triton_repo import INPUT_NAMES, RepoOptions, render_config
 
 
 def test_profile_shapes_cover_both_inputs() -> None:
@@ -24,10 +24,10 @@ def test_profile_shapes_cover_both_inputs() -> None:
     [
         {"min_batch": 0},
         {"min_seq": 0},
-        {"opt_batch": 128},  # above max_batch
+        {"opt_batch": 512},  # above max_batch
         {"min_batch": 64, "opt_batch": 32},
         {"opt_seq": 4, "min_seq": 8},
-        {"max_seq": 32},  # below opt_seq
+        {"max_seq": 16},  # below opt_seq
     ],
 )
 def test_profile_validation(kwargs: dict[str, int]) -> None:
@@ -42,6 +42,11 @@ def test_profile_repo_options_match_the_engine() -> None:
     assert config.platform == "tensorrt_plan"
     assert config.max_batch_size == 48
     assert list(config.dynamic_batching.preferred_batch_size) == [24, 48]
+
+
+def test_gpu_repo_defaults_fit_the_default_engine() -> None:
+    """build-repo --target gpu-tensorrt must never let Triton batch beyond build-engine's profile."""
+    assert EngineProfile().repo_options() == RepoOptions.for_target("gpu-tensorrt")
 
 
 @pytest.mark.skipif(find_spec("tensorrt") is not None, reason="tensorrt is installed")

@@ -86,7 +86,7 @@ def test_reference_configs_do_not_drift() -> None:
         {"max_batch_size": 0},
         {"instances": 0},
         {"max_queue_delay_us": -1},
-        {"preferred_batch_sizes": (16, 128)},
+        {"preferred_batch_sizes": (16, 512)},  # above max_batch_size
         {"intra_op_threads": -1},
     ],
 )
