@@ -1,0 +1,50 @@
+"""The bench's paired pipeline step alone, on any bundle (PERFORMANCE.md, eighth round).
+
+Usage: python probe.py BUNDLE RUNS [setting=value ...]: RUNS pipeline runs of 20 s at the
+model-only rate, each between two model-only ceilings, as ``modstream bench`` step 3 runs them.
+"""
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+
+from rich.console import Console
+
+from modstream.artifacts import Models
+from modstream.bench import (
+    STEADY_S,
+    Ceiling,
+    KafkaBench,
+    best,
+    build_posts,
+    median_pair,
+    model_only,
+    paired,
+    post_texts,
+    relabel,
+)
+from modstream.stack import LocalStack
+from modstream.triton_repo import build_repo
+from workers.cards import TextModelCard
+
+bundle, runs = Path(sys.argv[1]).resolve(), int(sys.argv[2])
+overrides = dict(a.split("=", 1) for a in sys.argv[3:])
+models = Models(bundle / "text", bundle / "decision", bundle)
+card = TextModelCard.load(models.text)
+out = Path("out/probe")
+out.mkdir(parents=True, exist_ok=True)
+repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
+stack = LocalStack(out / "stack", repo, console=Console(stderr=True))
+with stack as ep:
+    pool = build_posts(len(post_texts()), 7, ep.redis_url)
+    texts = [json.loads(r.value)["text"] for r in pool[:2000]]
+    layout, batch, ceiling = best(model_only(models, texts, card.max_length, None, ((2, 1),), (16, 32)))
+    steady = pool[: int(ceiling * STEADY_S)]
+    kb = KafkaBench(ep, stack, models, out)
+    at = Ceiling(models, [json.loads(r.value)["text"] for r in steady], card.max_length, layout, batch)
+    pairs = paired([partial(kb.run, relabel(steady, f"p{i}-"), **overrides) for i in range(runs)], at)
+    for p in pairs:
+        per_post_ms = {k: round(v / len(steady) * 1e3, 3) for k, v in p.phase.cpu_s.items()}
+        print(json.dumps(p.to_json() | {"cpu_ms_per_post": per_post_ms, "lost": p.phase.lost}))
+    print("median ratio", round(median_pair(pairs).ratio, 3), "serving", card.serving_model)
