@@ -41,14 +41,17 @@ def prepare(model_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from modstream.bench import post_texts
+    from training.posts import post_splits
     from workers.cards import TextModelCard
+    from workers.config import cache_root
     from workers.textenc import TextEncoder
 
     card = TextModelCard.load(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir / "hf", dtype=torch.float16)
     model.save_pretrained(out / "hf")
-    ids = TextEncoder(model_dir / "tokenizer.json", card.max_length).tokenize([e.text for e in post_texts()])
+    splits = post_splits(cache_root())  # the bench's post texts (modstream.bench.post_texts), in its order
+    texts = [e.text for e in (*splits.test, *splits.val, *splits.train)]
+    ids = TextEncoder(model_dir / "tokenizer.json", card.max_length).tokenize(texts)
     np.savez_compressed(
         out / "posts.npz",
         ids=np.concatenate([np.asarray(i, dtype=np.int32) for i in ids]),
