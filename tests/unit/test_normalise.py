@@ -3,6 +3,7 @@ and ordinary posts must pass through unchanged."""
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 from pathlib import Path
@@ -13,9 +14,11 @@ from hypothesis import strategies as st
 
 from training.evasions import OBFUSCATIONS
 from workers.normalise import (
+    _EMAIL,
     _INVISIBLE,
     NORMALISER_VERSION,
     NormaliserMismatch,
+    _unleet_token,
     check_normaliser,
     defang,
     normalise,
@@ -135,6 +138,20 @@ def test_defang_leaves_text_without_markers() -> None:
 
 def test_unleet_keeps_email_addresses() -> None:
     assert unleet("write to b0b@m4il.com, b0bby") == "write to b0b@m4il.com, bobby"
+
+
+@given(st.text(alphabet="abzXY013457@$ .-_é9", max_size=40))
+def test_unleet_reads_every_whole_run_of_letters_digits_and_signs(text: str) -> None:
+    # The reference: each maximal run handed to the token rule, outside e-mail addresses. The
+    # worker's pattern skips runs of letters alone, which the rule leaves as they are.
+    def runs(part: str) -> str:
+        return re.sub(r"[A-Za-z0-9@$]+", _unleet_token, part)
+
+    out, last = [], 0
+    for m in _EMAIL.finditer(text):
+        out += [runs(text[last : m.start()]), m.group(0)]
+        last = m.end()
+    assert unleet(text) == "".join([*out, runs(text[last:])])
 
 
 @given(st.text(max_size=200))

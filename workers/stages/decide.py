@@ -60,6 +60,7 @@ _REASON_BY_PREFIX: dict[str, ReasonCode] = {
     "journey": "journey",
     "campaign": "campaign",
 }
+_REASON_CODES: list[ReasonCode] = [_REASON_BY_PREFIX.get(f.split("_", 1)[0], "feature") for f in FEATURES]
 
 
 def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64], float]:
@@ -153,13 +154,12 @@ def facts_of(post: Post) -> PostFacts:
 
 
 def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> list[Reason]:
-    order = np.argsort(-np.abs(contrib))[:k]
+    order = np.argsort(-np.abs(contrib))[:k].tolist()
+    # As Python floats: formatting a numpy scalar costs several times more.
+    values, pushes = row[order].tolist(), contrib[order].tolist()
     return [
-        Reason.of(
-            _REASON_BY_PREFIX.get(FEATURES[i].split("_", 1)[0], "feature"),
-            f"{FEATURES[i]}={'missing' if math.isnan(row[i]) else f'{row[i]:.4g}'} ({contrib[i]:+.3f})",
-        )
-        for i in order
+        Reason.of(_REASON_CODES[i], f"{FEATURES[i]}={'missing' if math.isnan(v) else f'{v:.4g}'} ({c:+.3f})")
+        for i, v, c in zip(order, values, pushes, strict=True)
     ]
 
 
@@ -170,11 +170,13 @@ def judge(
     push it would be decided lower) gets ``campaign_action``, and its first reason names the
     campaign signal that pushed most."""
     decision, reasons = model.thresholds.classify(prob), top_reasons(row, contrib)
+    if decision == "allow":
+        return decision, reasons
     # Only a campaign signal that saw a wave is evidence: a missing or zero count (no link, no copy)
     # can still carry a positive contribution, and must never turn a review into the campaign action.
-    observed = CAMPAIGN_MASK & (np.nan_to_num(row, nan=0.0) > 0)
-    push = np.where(observed, np.maximum(contrib, 0.0), 0.0)
-    if decision == "allow" or not push.any():
+    # (A missing count is NaN, which is not > 0.)
+    push = np.where(CAMPAIGN_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
+    if not push.any():
         return decision, reasons
     raw = model.bias + float(contrib.sum()) - float(push.sum())
     without = model.thresholds.classify(float(1 / (1 + np.exp(-raw))))
@@ -235,6 +237,9 @@ def decide(
         return [], failures
     matrix = np.array([r.features for r in rows], dtype=np.float64)
     probs, contribs = model.predict(matrix)
+    nullable = matrix.astype(object)  # missing as null, for the whole batch at once
+    nullable[np.isnan(matrix)] = None
+    values = nullable.tolist()
 
     def verdict(i: int) -> Outcome:
         prob, tp = float(probs[i]), rows[i].text_prob
@@ -251,9 +256,7 @@ def decide(
             stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),
             model_versions=model_versions,
             degraded=bool(unavailable),
-            features=FeatureRow(
-                contract=FEATURE_VERSION, values=[None if math.isnan(v) else v for v in rows[i].features]
-            ),
+            features=FeatureRow(contract=FEATURE_VERSION, values=values[i]),
         )
 
     outcomes, unverdicted = each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, verdict)
