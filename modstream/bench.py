@@ -529,6 +529,16 @@ def plots(result: BenchResult, sweep: dict[str, dict[int, float]], latencies: li
     fig.savefig(out / "batch_size.png", dpi=120)
 
 
+@contextmanager
+def _step(console: Console, what: str) -> Iterator[None]:
+    """A spinner on a terminal, and a line with the step's time wherever the output goes: a
+    bench that runs 12 minutes into a CI log must show where it is."""
+    start = time.monotonic()
+    with console.status(what):
+        yield
+    console.log(f"{what.strip()}: {time.monotonic() - start:.0f} s")
+
+
 def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
@@ -536,7 +546,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
     max_len = card.max_length
     result = BenchResult(posts=posts)
     d = BenchDetails(serving_model=card.serving_model, max_length=max_len, cpus=os.cpu_count())
-    step = console.status
+    step = partial(_step, console)
     repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
     naive_model = MODEL_NAME
     if (models.text / "model.onnx").exists():  # the naive baseline's model: fp32, one instance on every core
