@@ -23,6 +23,7 @@ reference configs under ``triton_models/reference`` are its output, checked in.
 from __future__ import annotations
 
 import os
+import py_compile
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -176,6 +177,11 @@ def add_version(
         if not PYTHON_MODEL_SOURCE.is_file():
             raise FileNotFoundError(f"{PYTHON_MODEL_SOURCE} not found: the repository needs the modstream source tree")
         shutil.copy2(PYTHON_MODEL_SOURCE, tmp / model_file)
+        # Compiled here, or the Python stub writes the bytecode into the version directory after Triton
+        # has stamped it, and the next load request (a promotion, a retirement) reloads this version too.
+        # The stub runs this environment's python3 (LocalStack puts it first on PATH), so the cache tag
+        # matches; the stub ignores PYTHONDONTWRITEBYTECODE.
+        py_compile.compile(str(tmp / model_file), doraise=True)
         shutil.copy2(source, tmp / ONNX_FILE)
     else:
         shutil.copy2(source, tmp / model_file)

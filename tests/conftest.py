@@ -135,7 +135,13 @@ def triton_repo(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, 
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory, triton_repo: Path) -> Iterator[Endpoints]:
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded stack's state directory: its servers' logs (``<service>.log``) are there."""
+    return tmp_path_factory.mktemp("stack")
+
+
+@pytest.fixture(scope="session")
+def stack(stack_dir: Path, triton_repo: Path) -> Iterator[Endpoints]:
     """The embedded stack (Tansu, its own Redis, tritonserver serving ``triton_repo``) on free ports."""
-    with LocalStack(tmp_path_factory.mktemp("stack"), triton_repo, redis_url=None) as endpoints:
+    with LocalStack(stack_dir, triton_repo, redis_url=None) as endpoints:
         yield endpoints

@@ -37,7 +37,12 @@ def decision_bundle(path: Path, text_dir: Path, version: str, seed: int) -> Path
 
 
 def test_a_promoted_text_model_is_served_hot_and_rolled_back(
-    stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_challenger_text_dir: Path, tmp_path: Path
+    stack: Endpoints,
+    stack_dir: Path,
+    triton_repo: Path,
+    tiny_model_dir: Path,
+    tiny_challenger_text_dir: Path,
+    tmp_path: Path,
 ) -> None:
     run = uuid.uuid4().hex[:8]
     name = f"hot_{run}"  # a Triton model of this test's own: the session's spam_text stays as it is
@@ -88,6 +93,10 @@ def test_a_promoted_text_model_is_served_hot_and_rolled_back(
     assert rolled_back.retired == ["tiny0002"]
     assert versions(triton_repo / name) == {triton_version("tiny0001"): "tiny0001"}
     assert not control.ready(name, triton_version("tiny0002"))
+    # One Python stub started per text model added (the first, the promoted one, the one rolled back to):
+    # a load request leaves the versions already loaded as they are, and a retirement starts none.
+    log = (stack_dir / "triton.log").read_text()
+    assert log.count(f"TRITONBACKEND_ModelInstanceInitialize: {name}_0_") == 3
     control.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -101,8 +102,10 @@ def test_build_repo_cpu_embedded(tiny_model_dir: Path, tmp_path: Path) -> None:
     )
 
     version_dir = repo / MODEL_NAME / str(triton_version("tiny0001"))
-    assert sorted(p.name for p in version_dir.iterdir()) == ["card.json", "model.onnx", "model.py"]
+    assert sorted(p.name for p in version_dir.iterdir()) == ["__pycache__", "card.json", "model.onnx", "model.py"]
     assert (version_dir / "model.py").read_text() == PYTHON_MODEL_SOURCE.read_text()
+    # Compiled in advance: a stub that wrote it later would make Triton reload this version on every load.
+    assert Path(importlib.util.cache_from_source(str(version_dir / "model.py"))).is_file()
     assert versions(repo / MODEL_NAME) == {triton_version("tiny0001"): "tiny0001"}
     config = parse((repo / MODEL_NAME / "config.pbtxt").read_text())
     assert config.max_batch_size == 8
