@@ -1,0 +1,67 @@
+"""A promotion's cost to the run that holds it, with and without model.py compiled into its version
+directory (PERFORMANCE.md, tenth round).
+
+Usage: python swap_probe.py BUNDLE PAIRS [--stub-writes-bytecode]: PAIRS of 20 s pipeline runs at the
+model-only rate, a plain run then one that promotes a copy of the text model a quarter of the way in,
+each between two model-only ceilings, as ``modstream bench`` runs its hot-swap lever.
+``--stub-writes-bytecode`` brings back what the ninth round measured: no bytecode in the version
+directories, so the Python stub writes its own after Triton has stamped the version.
+"""
+
+import json
+import py_compile
+import shutil
+import sys
+from functools import partial
+from pathlib import Path
+
+from rich.console import Console
+
+from modstream.artifacts import Models
+from modstream.bench import (
+    STEADY_S,
+    Ceiling,
+    HotSwap,
+    KafkaBench,
+    best,
+    build_posts,
+    model_only,
+    paired,
+    post_texts,
+    relabel,
+)
+from modstream.stack import LocalStack
+from modstream.triton_repo import build_repo
+from workers.cards import TextModelCard
+
+bundle, pairs_n = Path(sys.argv[1]).resolve(), int(sys.argv[2])
+old = "--stub-writes-bytecode" in sys.argv[3:]
+models = Models(bundle / "text", bundle / "decision", bundle)
+card = TextModelCard.load(models.text)
+out = Path("out/swap-probe")
+shutil.rmtree(out, ignore_errors=True)
+out.mkdir(parents=True)
+repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
+if old:
+    py_compile.compile = lambda *args, **kwargs: None  # type: ignore[assignment]  # add_version compiles nothing
+    for cache in repo.rglob("__pycache__"):
+        shutil.rmtree(cache)
+stack = LocalStack(out / "stack", repo, console=Console(stderr=True))
+with stack as ep:
+    pool = build_posts(len(post_texts()), 7, ep.redis_url)
+    texts = [json.loads(r.value)["text"] for r in pool[:2000]]
+    layout, batch, ceiling = best(model_only(models, texts, card.max_length, None, ((2, 1),), (16, 32)))
+    steady = pool[: int(ceiling * STEADY_S)]
+    kb = KafkaBench(ep, stack, models, out)
+    at = Ceiling(models, [json.loads(r.value)["text"] for r in steady], card.max_length, layout, batch)
+    swap = HotSwap.prepare(models, repo, ep, out)
+    at_s = len(steady) / ceiling / 4
+    runs = []
+    for i in range(pairs_n):
+        runs.append(partial(kb.run, relabel(steady, f"plain{i}-"), model_dir=swap.link, triton_repo=repo))
+        runs.append(partial(kb.run, relabel(steady, f"swap{i}-"), during=swap.promote_other, at_s=at_s,
+                            model_dir=swap.link, triton_repo=repo))  # fmt: skip
+    for n, p in enumerate(paired(runs, at)):
+        print(json.dumps({"run": "swap" if n % 2 else "plain", "ratio": round(p.ratio, 3), "lost": p.phase.lost}))
+    starts = (out / "stack" / "triton.log").read_text().count("TRITONBACKEND_ModelInstanceInitialize")
+    print("python stub instances started", starts, "bytecode by the stub" if old else "bytecode compiled in advance")
