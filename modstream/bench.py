@@ -539,6 +539,28 @@ def _step(console: Console, what: str) -> Iterator[None]:
     console.log(f"{what.strip()}: {time.monotonic() - start:.0f} s")
 
 
+@dataclass(frozen=True)
+class Probe:
+    """The bench's steady run set up alone, for measuring one step of it (the scripts under docs/perf):
+    a steady run's posts at the model-only rate (one single-threaded session per core) and that
+    ceiling, measured again on the run's texts."""
+
+    kb: KafkaBench
+    steady: list[Record]
+    ceiling: Ceiling
+    rate: float  # the model-only rate the steady run was sized by
+
+    @classmethod
+    def on(cls, models: Models, ep: Endpoints, stack: LocalStack, out: Path) -> Probe:
+        max_len = TextModelCard.load(models.text).max_length
+        pool = build_posts(len(post_texts()), 7, ep.redis_url)
+        texts = [json.loads(r.value)["text"] for r in pool[:2000]]
+        layout, batch, rate = best(model_only(models, texts, max_len, None, ((2, 1),), (16, 32)))
+        steady = pool[: int(rate * STEADY_S)]
+        ceiling = Ceiling(models, [json.loads(r.value)["text"] for r in steady], max_len, layout, batch)
+        return cls(KafkaBench(ep, stack, models, out), steady, ceiling, rate)
+
+
 def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)

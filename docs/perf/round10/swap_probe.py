@@ -18,26 +18,13 @@ from pathlib import Path
 from rich.console import Console
 
 from modstream.artifacts import Models
-from modstream.bench import (
-    STEADY_S,
-    Ceiling,
-    HotSwap,
-    KafkaBench,
-    best,
-    build_posts,
-    model_only,
-    paired,
-    post_texts,
-    relabel,
-)
+from modstream.bench import HotSwap, Probe, paired, relabel
 from modstream.stack import LocalStack
 from modstream.triton_repo import build_repo
-from workers.cards import TextModelCard
 
 bundle, pairs_n = Path(sys.argv[1]).resolve(), int(sys.argv[2])
 old = "--stub-writes-bytecode" in sys.argv[3:]
 models = Models(bundle / "text", bundle / "decision", bundle)
-card = TextModelCard.load(models.text)
 out = Path("out/swap-probe")
 shutil.rmtree(out, ignore_errors=True)
 out.mkdir(parents=True)
@@ -48,20 +35,15 @@ if old:
         shutil.rmtree(cache)
 stack = LocalStack(out / "stack", repo, console=Console(stderr=True))
 with stack as ep:
-    pool = build_posts(len(post_texts()), 7, ep.redis_url)
-    texts = [json.loads(r.value)["text"] for r in pool[:2000]]
-    layout, batch, ceiling = best(model_only(models, texts, card.max_length, None, ((2, 1),), (16, 32)))
-    steady = pool[: int(ceiling * STEADY_S)]
-    kb = KafkaBench(ep, stack, models, out)
-    at = Ceiling(models, [json.loads(r.value)["text"] for r in steady], card.max_length, layout, batch)
+    probe = Probe.on(models, ep, stack, out)
     swap = HotSwap.prepare(models, repo, ep, out)
-    at_s = len(steady) / ceiling / 4
+    at_s = len(probe.steady) / probe.rate / 4
+    run = partial(probe.kb.run, model_dir=swap.link, triton_repo=repo)
     runs = []
     for i in range(pairs_n):
-        runs.append(partial(kb.run, relabel(steady, f"plain{i}-"), model_dir=swap.link, triton_repo=repo))
-        runs.append(partial(kb.run, relabel(steady, f"swap{i}-"), during=swap.promote_other, at_s=at_s,
-                            model_dir=swap.link, triton_repo=repo))  # fmt: skip
-    for n, p in enumerate(paired(runs, at)):
+        runs.append(partial(run, relabel(probe.steady, f"plain{i}-")))
+        runs.append(partial(run, relabel(probe.steady, f"swap{i}-"), during=swap.promote_other, at_s=at_s))
+    for n, p in enumerate(paired(runs, probe.ceiling)):
         print(json.dumps({"run": "swap" if n % 2 else "plain", "ratio": round(p.ratio, 3), "lost": p.phase.lost}))
     starts = (out / "stack" / "triton.log").read_text().count("TRITONBACKEND_ModelInstanceInitialize")
     print("python stub instances started", starts, "bytecode by the stub" if old else "bytecode compiled in advance")

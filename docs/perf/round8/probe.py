@@ -12,18 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from modstream.artifacts import Models
-from modstream.bench import (
-    STEADY_S,
-    Ceiling,
-    KafkaBench,
-    best,
-    build_posts,
-    median_pair,
-    model_only,
-    paired,
-    post_texts,
-    relabel,
-)
+from modstream.bench import Probe, median_pair, paired, relabel
 from modstream.stack import LocalStack
 from modstream.triton_repo import build_repo
 from workers.cards import TextModelCard
@@ -37,13 +26,9 @@ out.mkdir(parents=True, exist_ok=True)
 repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
 stack = LocalStack(out / "stack", repo, console=Console(stderr=True))
 with stack as ep:
-    pool = build_posts(len(post_texts()), 7, ep.redis_url)
-    texts = [json.loads(r.value)["text"] for r in pool[:2000]]
-    layout, batch, ceiling = best(model_only(models, texts, card.max_length, None, ((2, 1),), (16, 32)))
-    steady = pool[: int(ceiling * STEADY_S)]
-    kb = KafkaBench(ep, stack, models, out)
-    at = Ceiling(models, [json.loads(r.value)["text"] for r in steady], card.max_length, layout, batch)
-    pairs = paired([partial(kb.run, relabel(steady, f"p{i}-"), **overrides) for i in range(runs)], at)
+    probe = Probe.on(models, ep, stack, out)
+    steady = probe.steady
+    pairs = paired([partial(probe.kb.run, relabel(steady, f"p{i}-"), **overrides) for i in range(runs)], probe.ceiling)
     for p in pairs:
         per_post_ms = {k: round(v / len(steady) * 1e3, 3) for k, v in p.phase.cpu_s.items()}
         print(json.dumps(p.to_json() | {"cpu_ms_per_post": per_post_ms, "lost": p.phase.lost}))
