@@ -28,3 +28,13 @@ def test_the_next_week_follows_its_history() -> None:
 
 def test_no_default_model_trains_on_it() -> None:
     assert INSTAGRAM.name not in Path(posts.__file__).read_text()
+
+
+def test_zero_shot_meets_every_comment_whole_then_by_language() -> None:
+    from training.zero_shot import MIN_PART, comments
+
+    whole, *parts = comments(Path())
+    assert (whole.name, len(whole.examples), sum(e.label for e in whole.examples)) == ("comments", 3444, 1150)
+    assert parts and all(p.name.startswith("comments language ") and len(p.examples) >= MIN_PART for p in parts)
+    assert sum(len(p.examples) for p in parts) <= len(whole.examples)  # languages too small to say anything left out
+    assert len({e.id for p in parts for e in p.examples}) == sum(len(p.examples) for p in parts)
