@@ -825,8 +825,12 @@ def stack_up(
     state_dir: Path = DEFAULT_STATE,
     model_dir: Annotated[Path | None, typer.Option(help="Trained text model dir (default: train or reuse)")] = None,
     shadow_model: Annotated[Path | None, typer.Option(help=SHADOW_MODEL_HELP)] = None,
+    memory: Annotated[
+        bool, typer.Option(help="Keep the broker's topics in memory: a little faster, and `stack down` empties them")
+    ] = False,
 ) -> None:
-    """Start the stack in the background and print its endpoints."""
+    """Start the stack in the background and print its endpoints. The broker keeps its topics and
+    consumer offsets under STATE_DIR/s3, so they outlive `stack down`."""
     from modstream.stack import LocalStack
     from modstream.triton_repo import build_repo
 
@@ -840,7 +844,7 @@ def stack_up(
         build_repo("cpu-embedded", shadow_model, repo, name=shadow_name)
     else:  # not one an earlier `stack up --shadow-model` left
         shutil.rmtree(repo / shadow_name, ignore_errors=True)
-    endpoints = LocalStack(state_dir, repo, console=console).up()
+    endpoints = LocalStack(state_dir, repo, durable=not memory, console=console).up()
     print(json.dumps(endpoints.__dict__, indent=2))
     console.print(  # what the learning loop's commands need to reach this stack (a promotion loads text models)
         f"export MODSTREAM_KAFKA_BOOTSTRAP={endpoints.kafka_bootstrap} MODSTREAM_REDIS_URL={endpoints.redis_url} "
@@ -851,11 +855,16 @@ def stack_up(
 
 
 @stack_app.command("down")
-def stack_down(state_dir: Path = DEFAULT_STATE) -> None:
-    """Stop what ``stack up`` started."""
-    from modstream.stack import LocalStack
+def stack_down(
+    state_dir: Path = DEFAULT_STATE,
+    wipe: Annotated[bool, typer.Option(help="Also delete the broker's topics (STATE_DIR/s3)")] = False,
+) -> None:
+    """Stop what ``stack up`` started; the broker's topics stay for the next ``stack up`` unless --wipe."""
+    from modstream.stack import S3_DIR, LocalStack
 
     LocalStack(state_dir, state_dir / "triton_repo", console=console).down()
+    if wipe:
+        shutil.rmtree(state_dir / S3_DIR, ignore_errors=True)
 
 
 @stack_app.command("status")

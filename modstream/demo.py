@@ -228,13 +228,15 @@ def run_demo(
     keep_stack: bool = False,
 ) -> Summary:
     """``keep_stack`` (with ``state_dir``) leaves the stack running with its topics, for the learning
-    loop's commands to read; ``modstream stack down --state-dir <state_dir>/stack`` stops it."""
+    loop's commands to read; ``modstream stack down --state-dir <state_dir>/stack`` stops it, and
+    the topics stay on disk for its next ``stack up``."""
     models = ensure_models(console)
     with tempfile.TemporaryDirectory(prefix="modstream-demo-") as tmp:
         work = state_dir or Path(tmp)
         repo = build_repo("cpu-embedded", models.text, work / "triton_repo")
-        stack = LocalStack(work / "stack", repo, console=console)
-        with nullcontext(stack.up()) if keep_stack and state_dir else stack as ep:
+        kept = keep_stack and state_dir is not None
+        stack = LocalStack(work / "stack", repo, durable=kept, console=console)  # a kept stack keeps its topics
+        with nullcontext(stack.up()) if kept else stack as ep:
             run = uuid.uuid4().hex[:8]
             settings = worker_settings(ep, models.bundle, run)
             ks = Keyspace(settings.redis_prefix)

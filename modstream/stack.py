@@ -5,6 +5,11 @@ server runs in its own session (so ``stack up`` can exit and leave them running)
 logs to ``<state_dir>/<service>.log``, and its pid is persisted with the endpoints
 in ``<state_dir>/stack.json`` so ``down``/``status`` work from another process.
 ``down`` only signals process groups this stack started.
+
+A durable stack (``modstream stack up``'s default) also runs an S3 server whose buckets are kept
+in ``<state_dir>/s3`` (modstream/s3store.py) and keeps the broker's topics and group offsets
+there (Tansu's ``s3://`` engine), so a ``stack down`` then ``stack up`` finds the posts a replay
+or retrain needs.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +42,8 @@ STATE_FILE = "stack.json"
 HOST = "127.0.0.1"
 STOP_GRACE_S = 10.0
 REDIS_HINT = "redis-server is not on PATH: install it (apt-get install redis-server) or pass a reachable redis_url"
+S3_BUCKET = "tansu"
+S3_DIR = "s3"  # under the state dir: the durable broker's topics
 
 
 class StackError(RuntimeError):
@@ -52,6 +60,7 @@ class Endpoints:
     triton_http: str
     triton_metrics: str  # full URL, for a Prometheus scrape
     redis_started: bool  # False when an external Redis is used
+    s3_url: str | None = None  # the durable broker's S3 API (None: topics in memory)
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,17 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 10
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise StackError(f"creating topic {name!r} failed: {exc}") from exc
+
+
+def s3_env(url: str) -> dict[str, str]:
+    """What points Tansu's ``s3://`` engine at the S3 API at ``url`` (moto takes any key)."""
+    return {
+        "AWS_ENDPOINT": url,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "modstream",
+        "AWS_SECRET_ACCESS_KEY": "modstream",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
 
 def _port_open(hostport: str) -> bool:
@@ -205,6 +225,7 @@ class LocalStack:
         *,
         kafka_storage: str = "memory://tansu/",
         kafka_env: Mapping[str, str] | None = None,
+        durable: bool = False,
         console: Console | None = None,
     ) -> None:
         # Absolute: the paths are persisted and handed to servers that run in state_dir.
@@ -212,7 +233,10 @@ class LocalStack:
         self.model_repo = model_repo.absolute()
         self.redis_url = redis_url or os.environ.get("MODSTREAM_REDIS_URL")
         # s3://bucket/ (with kafka_env naming the S3 endpoint, see S3Standin) for a broker that survives restarts
-        self.kafka_storage = kafka_storage
+        if durable and (kafka_storage != "memory://tansu/" or kafka_env):
+            raise ValueError("a durable stack runs its own S3 storage: pass durable or kafka_storage, not both")
+        self.durable = durable
+        self.kafka_storage = f"s3://{S3_BUCKET}/" if durable else kafka_storage
         self.kafka_env = dict(kafka_env or {})
         self.console = console or Console(stderr=True)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}  # handles of servers started by this object
@@ -269,7 +293,7 @@ class LocalStack:
         external_redis = self.redis_url if self.redis_url and _redis_ready(self.redis_url) else None
         if self.redis_url and external_redis is None:
             self.console.log(f"[yellow]Redis at {self.redis_url} is unreachable; starting a private one")
-        kafka, redis_port, grpc, http, metrics = free_ports(5)
+        kafka, redis_port, grpc, http, metrics, s3 = free_ports(6)
         endpoints = Endpoints(
             kafka_bootstrap=f"{HOST}:{kafka}",
             redis_url=external_redis or f"redis://{HOST}:{redis_port}/0",
@@ -277,10 +301,12 @@ class LocalStack:
             triton_http=f"{HOST}:{http}",
             triton_metrics=f"http://{HOST}:{metrics}/metrics",
             redis_started=external_redis is None,
+            s3_url=f"http://{HOST}:{s3}" if self.durable else None,
         )
         models = served_models(self.model_repo)
         commands = {
-            "kafka": (self._kafka_argv(kafka), {**os.environ, **self.kafka_env} if self.kafka_env else None),
+            **({"s3": (self._s3_argv(s3), None)} if self.durable else {}),
+            "kafka": (self._kafka_argv(kafka), self._kafka_env(endpoints)),
             **({"redis": (self._redis_argv(redis_port), None)} if external_redis is None else {}),
             "triton": (self._triton_argv(grpc, http, metrics), self._triton_env()),
         }
@@ -289,6 +315,8 @@ class LocalStack:
             for name, (argv, env) in commands.items():
                 services.append(self._spawn(name, argv, env))
                 self._save(endpoints, services, models)  # at once, so down() can clean up a failed up()
+                if name == "s3":  # Tansu reads its cluster's state from S3 as it starts
+                    self._wait_ready(endpoints, services, models, started + timeout, only=("s3",))
             self._wait_ready(endpoints, services, models, started + timeout)
         except BaseException:
             self.down()
@@ -329,7 +357,7 @@ class LocalStack:
         if proc is not None:
             proc.wait()
         time.sleep(pause_s)
-        env = {"kafka": {**os.environ, **self.kafka_env} if self.kafka_env else None, "triton": self._triton_env()}
+        env = {"kafka": self._kafka_env(endpoints), "triton": self._triton_env()}
         new = self._spawn(name, list(old.argv), env.get(name))
         services = [new if s is old else s for s in services]
         self._save(endpoints, services, models)
@@ -363,6 +391,16 @@ class LocalStack:
             str(paths.tansu_bin()), "broker",
             "--listener-url", url, "--advertised-listener-url", url,
             "--storage-engine", self.kafka_storage,
+        ]  # fmt: skip
+
+    def _kafka_env(self, endpoints: Endpoints) -> dict[str, str] | None:
+        extra = {**self.kafka_env, **(s3_env(endpoints.s3_url) if endpoints.s3_url else {})}
+        return {**os.environ, **extra} if extra else None
+
+    def _s3_argv(self, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "modstream.s3store",
+            "--dir", str(self.state_dir / S3_DIR), "--host", HOST, "--port", str(port), "--bucket", S3_BUCKET,
         ]  # fmt: skip
 
     def _redis_argv(self, port: int) -> list[str]:
@@ -438,16 +476,23 @@ class LocalStack:
 
     @staticmethod
     def _checks(endpoints: Endpoints, models: tuple[str, ...]) -> dict[str, Callable[[], bool]]:
+        s3 = endpoints.s3_url
         return {
+            **({"s3": lambda: _port_open(s3.removeprefix("http://"))} if s3 else {}),
             "kafka": lambda: _kafka_ready(endpoints.kafka_bootstrap),
             "redis": lambda: _redis_ready(endpoints.redis_url),
             "triton": lambda: _triton_ready(endpoints.triton_http, models),
         }
 
     def _wait_ready(
-        self, endpoints: Endpoints, services: list[Service], models: tuple[str, ...], deadline: float
+        self,
+        endpoints: Endpoints,
+        services: list[Service],
+        models: tuple[str, ...],
+        deadline: float,
+        only: tuple[str, ...] | None = None,
     ) -> None:
-        pending = self._checks(endpoints, models)
+        pending = {n: c for n, c in self._checks(endpoints, models).items() if only is None or n in only}
         by_name = {s.name: s for s in services}
         start = time.monotonic()
         with self.console.status("starting the stack") as progress:
@@ -486,13 +531,7 @@ class S3Standin:
 
     @property
     def kafka_env(self) -> dict[str, str]:
-        return {
-            "AWS_ENDPOINT": self.url,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": "modstream",
-            "AWS_SECRET_ACCESS_KEY": "modstream",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
+        return s3_env(self.url)
 
     def __enter__(self) -> S3Standin:
         server = shutil.which("moto_server", path=os.pathsep.join((str(paths.python_env_bin()), os.environ["PATH"])))

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import functools
 import threading
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import redis
 import tritonclient.grpc as grpcclient
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from tritonclient.utils import InferenceServerException
 
-from modstream.stack import Endpoints, create_topics
+from modstream.stack import S3_DIR, Endpoints, LocalStack, create_topics
 from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
-from tests.conftest import first_record
+from tests.conftest import first_record, records
 from workers.adapters.triton import triton_version
 
 pytestmark = pytest.mark.integration
@@ -35,6 +36,33 @@ def test_broker_round_trip(stack: Endpoints) -> None:
 
     message = first_record(stack.kafka_bootstrap, topic)
     assert (message.key(), message.value()) == (b"k", b"hello")
+
+
+def test_a_durable_stack_keeps_its_topics_and_offsets_across_down_and_up(
+    tmp_path: Path, triton_repo: Path, stack: Endpoints
+) -> None:
+    """``stack up``'s default: the broker's log and group offsets outlive its processes (modstream/s3store.py)."""
+    durable = LocalStack(tmp_path / "stack", triton_repo, stack.redis_url, durable=True)
+    topic, group = "kept", "kept-readers"
+    with durable as ep:
+        assert ep.s3_url is not None
+        create_topics(ep.kafka_bootstrap, {topic: 1})
+        producer = Producer({"bootstrap.servers": ep.kafka_bootstrap, "enable.idempotence": True})
+        for i in range(10):
+            producer.produce(topic, value=str(i).encode())
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": ep.kafka_bootstrap, "group.id": group})
+        consumer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
+        consumer.close()
+    assert not durable.status().services  # down: nothing recorded as running
+    assert any((tmp_path / "stack" / S3_DIR).rglob("*")), "the broker wrote nothing to its files"
+
+    with durable as ep:  # new ports, new processes, the same files
+        assert [m.value() for m in records(ep.kafka_bootstrap, topic, 10)] == [str(i).encode() for i in range(10)]
+        consumer = Consumer({"bootstrap.servers": ep.kafka_bootstrap, "group.id": group})
+        (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        consumer.close()
+        assert committed.offset == 4
 
 
 def test_redis_ping(stack: Endpoints) -> None:
