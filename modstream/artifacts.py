@@ -27,6 +27,8 @@ from workers.normalise import NORMALISER_VERSION
 CODE_PACKAGES = ("schemas", "workers", "training")
 TEXT_ENTRY = "training.text_model"
 DECISION_ENTRY = "training.decision"
+TRAINING_DATA = "training/data"
+DATA_SUFFIXES = (".csv", ".jsonl")
 CHITCHAT_PACKAGE = "chitchat-dataset"  # the default posts' ham (training.posts)
 
 
@@ -41,6 +43,11 @@ def code_files(entry: str) -> list[str]:
     """The project files (relative to the repository root) that importing ``entry`` runs, sorted."""
     files = module_files(CODE_PACKAGES)
     return sorted(str(files[name].relative_to(ROOT)) for name in reachable(import_graph(CODE_PACKAGES), [entry]))
+
+
+def data_files() -> list[str]:
+    """The data committed beside the training code (training/data), which the default models read."""
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / TRAINING_DATA).rglob("*") if p.suffix in DATA_SUFFIXES)
 
 
 def content_key(files: Iterable[str], *extra: str) -> str:
@@ -79,7 +86,7 @@ def ensure_models(console: Console | None = None) -> Models:
     # The key follows the data too: the SpamAssassin package is pinned in training/corpus.py (hashed
     # with the code); the chat corpus is an installed package, so its version is added here.
     data = f"{CHITCHAT_PACKAGE}=={version(CHITCHAT_PACKAGE)}"
-    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY), "defaults", data)
+    text_dir = root / "text-model" / content_key(code_files(TEXT_ENTRY) + data_files(), "defaults", data)
 
     def build_text(out: Path) -> None:
         from training.text_model import train_text

@@ -8,6 +8,8 @@ serve rather than from whole e-mails:
 - casual chat messages from ``chitchat-dataset`` (PyPI, MIT) as ham;
 - tweets and product-review sentences from ``vaderSentiment``'s sdist (PyPI, MIT) as ham
   (:mod:`training.vader`): the status updates, replies and reviews a platform sees most;
+- X posts labelled spam or ham by the Janitr project (MIT, committed; :mod:`training.janitr`):
+  the only labelled social spam with a clear licence found;
 - a small share of hand-written templates (:mod:`training.templates`), in the
   training split only: they are never validated or tested on.
 
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from training.corpus import CORPUS_NAME, PACKAGE, ensure_corpus, load_spamassassin
+from training.janitr import COMMIT as JANITR_COMMIT
+from training.janitr import janitr_posts
 from training.templates import template_posts
 from training.textdata import HAM, SPAM, Example, Splits, data_hash, split
 from training.vader import PACKAGE as VADER
@@ -37,10 +41,11 @@ from training.vader import vader_posts
 
 CHITCHAT_PACKAGE = "chitchat-dataset"
 # Sizes of the mix (examples before the split); a 2-core CPU fine-tunes on it in ~5 minutes.
+# E-mail is the least post-like source: the labelled social posts take part of its place.
 SPAM_PIECES = 4000
-HAM_PIECES = 1500  # e-mail ham is the least post-like: the social sources take its place
+HAM_PIECES = 1000
 CHITCHAT_MESSAGES = 2000
-TWEETS = 3000
+TWEETS = 2500
 REVIEWS = 800
 TEMPLATE_SHARE = 0.07  # of the training split
 MIN_CHARS, MAX_CHARS = 12, 280  # a post: longer than a greeting, at most a long tweet
@@ -55,6 +60,10 @@ SOURCES: dict[str, dict[str, str]] = {
     "chitchat": {"package": f"PyPI {CHITCHAT_PACKAGE}", "license": "MIT (BYU PCC lab Chit-Chat Challenge)"},
     "tweet": {"package": f"PyPI {VADER} sdist", "license": "MIT (Hutto & Gilbert, ICWSM 2014 tweets)"},
     "review": {"package": f"PyPI {VADER} sdist", "license": "MIT (ICWSM 2014; Amazon review sentences, Hu & Liu 2004)"},
+    "janitr": {
+        "package": f"training/data/janitr/sample.jsonl (github.com/janitrai/janitr at {JANITR_COMMIT[:7]})",
+        "license": "MIT (Janitr; X posts labelled by AI, then reviewed by people)",
+    },
     "template": {"package": "training/templates.py (hand-written)", "license": "this project's"},
 }
 
@@ -149,9 +158,10 @@ def post_examples(cache: Path, seed: int) -> list[Example]:
         for kind, n in (("tweet", TWEETS), ("review", REVIEWS))
         for e in _sample([e for e in vader_posts(cache, kind) if len(e.text) >= MIN_CHARS], n, seed)
     ]
+    labelled = [Example(e.id, _cut(e.text), e.label) for e in janitr_posts() if len(e.text) >= MIN_CHARS]
     seen: set[str] = set()
     out = []
-    for e in spam + ham + chat + social:
+    for e in spam + ham + chat + social + labelled:
         if e.text not in seen:  # the same subject on several messages (list traffic, campaigns)
             seen.add(e.text)
             out.append(e)
@@ -181,7 +191,7 @@ def data_card(splits: Splits) -> dict[str, Any]:
         for name, part in (("train", splits.train), ("val", splits.val), ("test", splits.test))
     }
     versions = {"spamassassin": CORPUS_NAME, "chitchat": version(CHITCHAT_PACKAGE), "template": "-"}
-    versions |= {"tweet": VADER_VERSION, "review": VADER_VERSION}
+    versions |= {"tweet": VADER_VERSION, "review": VADER_VERSION, "janitr": JANITR_COMMIT}
     return {
         "name": "modstream default posts",
         "sources": {

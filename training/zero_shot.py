@@ -20,6 +20,9 @@ choices. Each is fetched from a registry into the model cache (``eval/``) on fir
   comments under finance and crypto posts, scams labelled (MIT), whole and by language. The
   loop trains on them; the default model never does, so here they are social comment spam
   met zero-shot.
+- ``telegram``: the sample messages of the tg-spam bot (github.com/umputun/tg-spam, MIT,
+  committed in ``training/data/eval/telegram``): Telegram group chat, mostly Russian, spam marked
+  by the chat's admins; whole and by language. The non-English chat spam set.
 
 For each set and signal (transformer, n-gram, fused): ROC-AUC, F1 at 0.5, ECE; the share of
 texts the language guard withholds; and on ham-only sets the share flagged at 0.5, with and
@@ -58,6 +61,8 @@ from workers.ngram import NgramModel
 MIN_LINES = 100
 MIN_PART = 20  # a source or language of the test split with fewer posts says nothing
 LANGUAGES_CSV = Path(__file__).parent / "data" / "languages.csv"
+TELEGRAM = Path(__file__).parent / "data" / "eval" / "telegram"
+TELEGRAM_FILES = {"spam-samples.txt": SPAM, "testdata-spam.txt": SPAM, "ham-samples.txt": HAM}
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,18 @@ def comments(_: Path) -> list[EvalSet]:
     return _parts("comments", examples, source, {"language": _language})
 
 
+def telegram(_: Path) -> list[EvalSet]:
+    """tg-spam's chat samples, one message a line, each text once, by language."""
+    seen: dict[str, Example] = {}
+    for name, label in TELEGRAM_FILES.items():
+        for i, line in enumerate((TELEGRAM / name).read_text(encoding="utf-8").splitlines()):
+            text = " ".join(line.split())
+            if text:
+                seen.setdefault(text, Example(f"telegram/{name}/{i}", text, label))
+    source = "tg-spam's Telegram chat samples (MIT; training/data/eval/telegram)"
+    return _parts("telegram", list(seen.values()), source, {"language": _language})
+
+
 SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
     "test": held_out,
     "sms": sms,
@@ -169,6 +186,7 @@ SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
     "chat": chat,
     "languages": hand_written,
     "comments": comments,
+    "telegram": telegram,
 }
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from training import posts
+from training.janitr import janitr_posts
 from training.platforms import INSTAGRAM, instagram_comments, weeks
 
 
@@ -38,3 +39,12 @@ def test_zero_shot_meets_every_comment_whole_then_by_language() -> None:
     assert parts and all(p.name.startswith("comments language ") and len(p.examples) >= MIN_PART for p in parts)
     assert sum(len(p.examples) for p in parts) <= len(whole.examples)  # languages too small to say anything left out
     assert len({e.id for p in parts for e in p.examples}) == sum(len(p.examples) for p in parts)
+
+
+def test_zero_shot_meets_the_telegram_chat_whole_then_by_language() -> None:
+    from training.zero_shot import telegram
+
+    whole, *parts = telegram(Path())
+    assert (whole.name, len(whole.examples), sum(e.label for e in whole.examples)) == ("telegram", 675, 237)
+    assert [p.name for p in parts][:2] == ["telegram language ru", "telegram language en"]
+    assert not {e.text for e in whole.examples} & {e.text for e in janitr_posts()}  # the committed training posts
