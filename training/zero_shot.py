@@ -24,16 +24,21 @@ choices. Each is fetched from a registry into the model cache (``eval/``) on fir
   committed in ``training/data/eval/telegram``): Telegram group chat, mostly Russian, spam marked
   by the chat's admins; whole and by language. The non-English chat spam set.
 
+``--youtube DIR`` adds the UCI YouTube Spam Collection (evaluation-only by rule), whole and by
+video, from a folder holding its ``Youtube0*.csv`` files as UCI ships them: no registry holds it,
+so it is read from wherever the user has a copy.
+
 For each set and signal (transformer, n-gram, fused): ROC-AUC, F1 at 0.5, ECE; the share of
 texts the language guard withholds; and on ham-only sets the share flagged at 0.5, with and
 without the guard.
 
-    python -m training.zero_shot [--model-dir DIR] [--out out/zero_shot]
+    python -m training.zero_shot [--model-dir DIR] [--out out/zero_shot] [--youtube DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import tarfile
 import zipfile
@@ -179,6 +184,24 @@ def telegram(_: Path) -> list[EvalSet]:
     return _parts("telegram", list(seen.values()), source, {"language": _language})
 
 
+def youtube(folder: Path) -> list[EvalSet]:
+    """The UCI YouTube Spam Collection's comments (``CONTENT``, ``CLASS``), each text once, by video."""
+    files = sorted(folder.glob("Youtube0*.csv"))
+    if not files:
+        raise SystemExit(f"--youtube {folder}: no Youtube0*.csv files there (the UCI YouTube Spam Collection)")
+    seen: dict[str, Example] = {}
+    video: dict[str, str] = {}
+    for path in files:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            for row in csv.DictReader(f):
+                text = " ".join(row["CONTENT"].split())
+                if text and text not in seen:
+                    seen[text] = Example(f"youtube/{row['COMMENT_ID']}", text, SPAM if row["CLASS"] == "1" else HAM)
+                    video[seen[text].id] = path.stem.split("-", 1)[-1]
+    source = "UCI YouTube Spam Collection (evaluation only; a local copy)"
+    return _parts("youtube", list(seen.values()), source, {"video": lambda e: video[e.id]})
+
+
 SETS: dict[str, Callable[[Path], list[EvalSet]]] = {
     "test": held_out,
     "sms": sms,
@@ -241,11 +264,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=None, help="a text model dir (default: the served one)")
     parser.add_argument("--out", type=Path, default=Path("out/zero_shot"))
+    parser.add_argument("--youtube", type=Path, default=None, help="a folder with the UCI YouTube collection's CSVs")
     parser.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
     args = parser.parse_args()
     model_dir = args.model_dir or default_model_dir() / "text"
     cache = cache_root() / "eval"
     sets = [s for name in args.sets for s in SETS[name](cache)]
+    if args.youtube is not None:
+        sets += youtube(args.youtube)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = evaluate(model_dir, sets, args.out / "reliability.png")
     (args.out / "zero_shot.json").write_text(json.dumps(rows, indent=2) + "\n")

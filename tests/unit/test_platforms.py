@@ -48,3 +48,18 @@ def test_zero_shot_meets_the_telegram_chat_whole_then_by_language() -> None:
     assert (whole.name, len(whole.examples), sum(e.label for e in whole.examples)) == ("telegram", 675, 237)
     assert [p.name for p in parts][:2] == ["telegram language ru", "telegram language en"]
     assert not {e.text for e in whole.examples} & {e.text for e in janitr_posts()}  # the committed training posts
+
+
+def test_zero_shot_reads_a_local_copy_of_the_youtube_collection_whole_then_by_video(tmp_path: Path) -> None:
+    from training.zero_shot import youtube
+
+    head = "COMMENT_ID,AUTHOR,DATE,CONTENT,CLASS\n"
+    spam = "".join(f'a{i},x,2014-01-01T00:00:00,"check out my channel {i}",1\n' for i in range(12))
+    ham = "".join(f"b{i},y,2014-01-01T00:00:00,great song number {i},0\n" for i in range(12))
+    (tmp_path / "Youtube01-Psy.csv").write_text(head + spam + ham, encoding="utf-8-sig")
+    (tmp_path / "Youtube02-KatyPerry.csv").write_text(head + spam + "c0,z,2014,  \n", encoding="utf-8")
+    whole, *parts = youtube(tmp_path)
+    assert (whole.name, len(whole.examples), sum(e.label for e in whole.examples)) == ("youtube", 24, 12)
+    assert [p.name for p in parts] == ["youtube video Psy"]  # the copies in the second file count once
+    with pytest.raises(SystemExit, match="no Youtube0"):
+        youtube(tmp_path / "missing")
