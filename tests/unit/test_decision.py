@@ -183,3 +183,29 @@ def test_a_ham_blocked_cap_places_block_where_a_few_mislabelled_posts_would_push
     assert (p[y == 1] >= capped.block).mean() > 0.9 and capped_ev.block_precision >= 0.95
     assert ((p >= capped.block) & (y == 0)).sum() <= 0.005 * (y == 0).sum()
     assert strict_ev.block_precision >= 0.99
+
+
+def test_the_block_cut_holds_its_precision_for_posts_without_text_scores() -> None:
+    """Text scores separate the classes with a wide gap; without them the other features overlap. The cut
+    chosen with text alone can fall low in the gap; the served cut meets the target without text too."""
+    from training.decision import block_unjudged_alike, choose_thresholds, fit, without_text
+
+    rng = np.random.default_rng(3)
+    n = 6000
+    y = (rng.random(n) < 0.3).astype(int)
+    x = np.full((n, len(FEATURES)), np.nan)
+    for name in ("text_spam_prob", "text_ngram_spam_prob"):
+        x[:, FEATURES.index(name)] = np.where(y == 1, rng.uniform(0.9, 1.0, n), rng.uniform(0.0, 0.1, n))
+    x[:, FEATURES.index("user_age_days")] = rng.normal(np.where(y == 1, 5.0, 8.0), 2.0)
+    train, valid = slice(0, 4000), slice(4000, n)
+    x_train = np.where(rng.random((4000, 1)) < 0.2, without_text(x[train]), x[train])  # some rows unjudged
+    fitted = fit(x_train, y[train], x[valid], y[valid])
+    guarded = block_unjudged_alike(fitted, x[valid], y[valid])
+    blind = fitted.predict(without_text(x[valid]))
+    assert y[valid][blind >= fitted.thresholds.block].mean() < 0.99  # the cut chosen with text alone
+    assert guarded.thresholds.block == max(fitted.thresholds.block, choose_thresholds(y[valid], blind).block)
+    blocked = blind >= guarded.thresholds.block
+    assert not blocked.any() or y[valid][blocked].mean() >= 0.99
+    with_text = fitted.predict(x[valid]) >= guarded.thresholds.block
+    assert y[valid][with_text].mean() >= 0.99 and with_text.sum() > 0.9 * y[valid].sum()  # text still blocks
+    assert guarded.thresholds.allow <= guarded.thresholds.block
