@@ -46,7 +46,7 @@ def code_files(entry: str) -> list[str]:
 
 
 def data_files() -> list[str]:
-    """The data committed beside the training code (training/data), which the default models read."""
+    """Every data file committed beside the training code (training/data): no source can be missed."""
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / TRAINING_DATA).rglob("*") if p.suffix in DATA_SUFFIXES)
 
 
