@@ -17,10 +17,13 @@ bundle meets it zero-shot, as it would a new platform's posts.
 from __future__ import annotations
 
 import csv
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from schemas import JourneyStep, PostEvent
 
 INSTAGRAM = Path(__file__).parent / "data" / "platforms" / "instagram_comments.csv"
 
@@ -47,3 +50,24 @@ def weeks(posts: Sequence[LabelledPost], history: int, next_week: int) -> tuple[
         raise ValueError(f"{history} + {next_week} posts asked of {len(posts)}")
     cut = len(posts) - next_week
     return list(posts[cut - history : cut]), list(posts[cut:])
+
+
+def new_account_event(
+    post_id: str, user_id: str, text: str, created_at: datetime, rng: random.Random, platform: str = "instagram"
+) -> PostEvent:
+    """A post from an account the platform knows nothing of, typed in the UI at 4–8 characters a
+    second after a look around: what a platform's first day looks like, where the text decides."""
+    typed = int(len(text) * rng.uniform(125, 250))
+    start = rng.randint(2_000, 20_000)
+    return PostEvent(
+        post_id=post_id,
+        user_id=user_id,
+        created_at=created_at,
+        text=text,
+        journey=[
+            JourneyStep(name="open_post", offset_ms=0),
+            JourneyStep(name="compose", offset_ms=start),
+            JourneyStep(name="submit", offset_ms=min(start + typed, 86_400_000)),
+        ],
+        platform=platform,
+    )

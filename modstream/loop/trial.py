@@ -41,8 +41,8 @@ from modstream.loop.gate import Side
 from modstream.stack import Endpoints, LocalStack, create_topics
 from modstream.traffic import Collector, Record, produce_all
 from modstream.triton_repo import build_repo
-from schemas import JourneyStep, PostEvent, Verdict
-from training.platforms import LabelledPost, instagram_comments, weeks
+from schemas import Verdict
+from training.platforms import LabelledPost, instagram_comments, new_account_event, weeks
 from workers.cards import DecisionModelCard, TextModelCard
 from workers.config import Settings
 
@@ -51,23 +51,11 @@ RELOAD_S = 1.0  # the workers' model reload interval here: a promotion is served
 
 
 def records(posts: Sequence[LabelledPost], prefix: str, seed: int) -> list[Record]:
-    """Each post from a new account, typed in the UI at 4–8 characters a second after a look around."""
+    """Each post from a new account, typed in the UI at a human pace (training.platforms)."""
     rng = random.Random(seed)
     out = []
     for i, p in enumerate(posts):
-        typed = int(len(p.text) * rng.uniform(125, 250))
-        event = PostEvent(
-            post_id=f"{prefix}{i}",
-            user_id=f"{prefix}u{i}",
-            created_at=datetime.now(UTC),
-            text=p.text,
-            journey=[
-                JourneyStep(name="open_post", offset_ms=0),
-                JourneyStep(name="compose", offset_ms=(start := rng.randint(2_000, 20_000))),
-                JourneyStep(name="submit", offset_ms=min(start + typed, 86_400_000)),
-            ],
-            platform="instagram",
-        )
+        event = new_account_event(f"{prefix}{i}", f"{prefix}u{i}", p.text, datetime.now(UTC), rng)
         out.append(Record(event.post_id, event.model_dump_json().encode(), int(p.spam)))
     return out
 

@@ -1,13 +1,15 @@
 """The new platform's comments: as the data card says, in time order, split without overlap."""
 
 import itertools
+import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from training import posts
 from training.janitr import janitr_posts
-from training.platforms import INSTAGRAM, instagram_comments, weeks
+from training.platforms import INSTAGRAM, instagram_comments, new_account_event, weeks
 
 
 def test_the_comments_are_as_the_card_says_and_in_time_order() -> None:
@@ -63,3 +65,12 @@ def test_zero_shot_reads_a_local_copy_of_the_youtube_collection_whole_then_by_vi
     assert [p.name for p in parts] == ["youtube video Psy"]  # the copies in the second file count once
     with pytest.raises(SystemExit, match="no Youtube0"):
         youtube(tmp_path / "missing")
+
+
+def test_a_new_accounts_post_is_typed_at_a_human_pace() -> None:
+    text = "check out my channel, new video every friday"
+    e = new_account_event("p1", "u1", text, datetime(2026, 1, 1, tzinfo=UTC), random.Random(3))
+    compose, submit = (s.offset_ms for s in e.journey[1:])
+    assert [s.name for s in e.journey] == ["open_post", "compose", "submit"]
+    assert 2_000 <= compose <= 20_000 and 4 <= len(text) / ((submit - compose) / 1000) <= 8  # characters a second
+    assert (e.user_id, e.text, e.ip) == ("u1", text, None)  # nothing the platform could know of the account
