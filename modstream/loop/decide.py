@@ -1,14 +1,19 @@
 """Train the decision model on labelled rows and gate it against the serving one.
 
-The split is by time, never random: the latest ``holdout`` share of the posts is the gate's,
-which both models decide; a random split would let the model see tomorrow's campaigns while
-being tested on them. The thresholds are chosen on out-of-fold predictions over all the
-earlier rows (time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice
-holds too few to place a block cut. They aim at the gate's limits (the product's, where the
-gate was loosened): block where precision meets the limit and no more than its share of ham is
-blocked; the review band narrowed, from below, to 80% of the gate's review ceiling: a model
-that defers whatever it is unsure of to people is no model. The model that ships is trained on
-all of those rows for the folds' median number of rounds.
+The split is by time, never random: the latest ``holdout`` share of the posts is the gate's, which
+both models decide; a random split would let the model see tomorrow's campaigns while being tested
+on them. The thresholds are chosen on out-of-fold predictions over all the earlier rows
+(time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice holds too few to place
+a block cut. They aim at the gate's limits (the product's, where the gate was
+loosened): block where precision meets the limit and no more than its share of ham is blocked; the
+review band narrowed, from below, to 80% of the gate's review ceiling: a model that defers whatever
+it is unsure of to people is no model. The model that ships is trained on all of those rows for the
+folds' median number of rounds.
+
+The report names the rows whose label the out-of-fold model contradicts with confidence (confident
+learning), for moderators to check again: on a new platform's first labels they are mostly scams
+labelled real, and a handful of those set the block cut far above most spam. They still count: the
+method cannot tell a wrong label from a hard post (docs/LOOP.md, "Labels to check again").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
+from cleanlab.filter import find_label_issues
 
 from modstream.loop.gate import Gate, Judgement, Side, paired
 from modstream.loop.report import Curves
@@ -66,6 +72,13 @@ def cap_review(th: Thresholds, p: FloatArray, budget: float) -> Thresholds:
     return Thresholds(block=th.block, allow=float(review[len(review) - keep]) if keep else th.block)
 
 
+def doubted_labels(y: npt.NDArray[np.int_], oof: FloatArray) -> npt.NDArray[np.bool_]:
+    """The rows whose label the out-of-fold scores ``oof`` contradict with confidence (cleanlab's
+    confident learning at its defaults: per class, scores past the class's own average, pruned to the
+    noise rate they imply)."""
+    return np.asarray(find_label_issues(y, np.c_[1 - oof, oof]), dtype=bool)
+
+
 def fit_oof(
     x: FloatArray,
     y: npt.NDArray[np.int_],
@@ -101,6 +114,7 @@ class Decided:
     rows: dict[str, int]
     split_times: dict[str, str]  # where each part starts (ISO)
     oof: Evaluation  # the challenger's out-of-fold predictions over the earlier rows, at its thresholds
+    recheck: dict[str, list[str]]  # post ids whose labels the out-of-fold model doubts, by their label
     challenger: Side
     champion: Side
     judgement: Judgement
@@ -113,6 +127,7 @@ class Decided:
             "rows": self.rows,
             "split_times": self.split_times,
             "out_of_fold": self.oof.__dict__,
+            "labels_to_recheck": self.recheck,
             "challenger": self.challenger.as_dict(),
             "champion": self.champion.as_dict(),
             "gate": {
@@ -152,6 +167,7 @@ def decide(
     precision = max(gate.min_block_precision, TARGETS.min_block_precision)
     ham_blocked = min(gate.max_ham_blocked, TARGETS.max_ham_blocked)
     fitted, oof = fit_oof(data.x[early], data.y[early], budget, precision, ham_blocked)
+    doubted = doubted_labels(data.y[early], oof)
     p_new = fitted.predict(data.x[late])
     challenger, served, won, lost = paired(y, (p_new, fitted.thresholds), (p_old, champion.thresholds))
     rows = {"train": early.stop, "held_out": late.stop - late.start}
@@ -170,6 +186,10 @@ def decide(
         rows=rows,
         split_times={"train": start(early), "held_out": start(late)},
         oof=oof_eval,
+        recheck={
+            label: [data.post_ids[i] for i in np.nonzero(doubted & (data.y[early] == value))[0]]
+            for label, value in (("labelled_ham", 0), ("labelled_spam", 1))
+        },
         challenger=challenger,
         champion=served,
         judgement=gate.judge(challenger, served, won, lost),

@@ -102,6 +102,12 @@ def retrain(
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
     decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
     lap("decide")
+    doubted = {label: len(ids) for label, ids in decided.recheck.items()}
+    if any(doubted.values()):
+        progress(
+            f"  labels to check again (report.json, decision.labels_to_recheck): {doubted['labelled_ham']} "
+            f"labelled ham and {doubted['labelled_spam']} labelled spam that the out-of-fold model contradicts"
+        )
     j = decided.judgement
     progress(f"4/5 gate: {j.line()}")
     precision = "int8" if "int8" in trained.card.serving_model else "fp32"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.loop.decide import cap_review, fit_oof, holdout_split, retrain_decision
+from modstream.loop.decide import cap_review, doubted_labels, fit_oof, holdout_split, retrain_decision
 from modstream.loop.gate import Gate, Outcome
 from tests.unit.fakes import logged_verdict, tiny_decision_model, write_bundle
 from training.dataset import DatasetError, build, write_parquet
@@ -99,6 +99,24 @@ def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_can
     assert (p >= choose_thresholds(y, p).block).mean() > 0.25
 
 
+def test_labels_the_out_of_fold_model_contradicts_are_named_and_still_count() -> None:
+    """Scams labelled real, as a new platform's first labels hold: named for moderators to check
+    again, no real ham among them; the cuts still count them (a hard post looks the same)."""
+    rng = np.random.default_rng(8)
+    n = 1200
+    y = (rng.random(n) < 0.35).astype(int)
+    x = rng.random((n, len(FEATURES)))
+    x[:, TEXT] = np.clip(rng.normal(np.where(y == 1, 0.8, 0.2), 0.12), 0, 1)  # the text explains the label
+    flipped = np.nonzero(y == 1)[0][::20]  # 5% of the spam labelled ham
+    noisy = y.copy()
+    noisy[flipped] = 0
+    fitted, oof = fit_oof(x, noisy, review_budget=1.0)
+    doubted = doubted_labels(noisy, oof)
+    # Confident learning doubts a ham label past the labelled spam's average score: the surest half.
+    assert doubted[flipped].mean() > 0.3 and not (doubted & (y == 0)).any()
+    assert fitted.thresholds == choose_thresholds(noisy, oof)
+
+
 def test_the_review_band_is_narrowed_from_below_to_the_budget() -> None:
     p = np.linspace(0, 1, 101)[:-1]  # 100 scores, 0.00 to 0.99
     th = cap_review(Thresholds(block=0.9, allow=0.1), p, budget=0.1)
@@ -115,6 +133,9 @@ def test_the_gate_decides_the_exit_code_and_writes_the_report(tmp_path: Path, se
     assert runner.invoke(app, [*base, *loose]).exit_code == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["gate"]["outcome"] == Outcome.BETTER and (tmp_path / "o" / "report.png").stat().st_size > 1000
+    doubted = report["labels_to_recheck"]  # post ids for moderators, by the label they carry
+    assert set(doubted) == {"labelled_ham", "labelled_spam"}
+    assert all(post_id.startswith("p") for ids in doubted.values() for post_id in ids)
     result = runner.invoke(app, base)  # 160 held-out posts cannot show <= 1% of ham blocked
     assert result.exit_code == 1, result.output
     assert "too few labels to tell" in result.output and "more posts" in result.output
