@@ -212,21 +212,23 @@ def eval_sets() -> dict[str, list[Example]]:
 
 
 def _export_and_evaluate(
-    model: PreTrainedModel, encoder: TextEncoder, splits: Splits, out: Path, seed: int
+    model: PreTrainedModel, encoder: TextEncoder, splits: Splits, out: Path, seed: int, int8: bool = True
 ) -> dict[str, Any]:
-    """Export fp32 and int8 ONNX, check parity, score every split and evaluation set with both
-    and pick the serving file; returns the card's evaluation fields."""
+    """Export fp32 (and, with ``int8``, int8) ONNX, check parity, score every split and evaluation set
+    with each and pick the serving file; returns the card's evaluation fields."""
     fp32_path = export_onnx(model, out / "model.onnx")
-    fp32 = session(fp32_path, threads=2)
+    sessions = {"fp32": session(fp32_path, threads=2)}
     held_out = "test" if splits.test else "val"  # without --test, --data keeps no test split
     # Parity on texts spread over the length range, so the batch really contains padding.
     by_length = sorted((e.text for e in getattr(splits, held_out)), key=len)
-    max_diff = parity(model, fp32, encoder, by_length[:: max(1, len(by_length) // SCORE_BATCH)])
+    max_diff = parity(model, sessions["fp32"], encoder, by_length[:: max(1, len(by_length) // SCORE_BATCH)])
     if max_diff > PARITY_TOLERANCE:
         raise RuntimeError(f"ONNX export mismatch: max |logit diff| {max_diff:.2e} > {PARITY_TOLERANCE:.0e}")
-    calibration = random.Random(seed).sample(splits.train, min(len(splits.train), CALIBRATION_TEXTS))
-    int8_path = quantize_int8(fp32_path, out / "model.int8.onnx", encoder, [e.text for e in calibration])
-    int8 = session(int8_path, threads=2)
+    int8_path = out / "model.int8.onnx"
+    if int8:
+        calibration = random.Random(seed).sample(splits.train, min(len(splits.train), CALIBRATION_TEXTS))
+        quantize_int8(fp32_path, int8_path, encoder, [e.text for e in calibration])
+        sessions["int8"] = session(int8_path, threads=2)
 
     # Train metrics on a sample: scoring all of it twice would add ~100 s to a 10-minute run.
     # Test comes last, so its timing (for the int8 speedup) runs on a warmed-up session.
@@ -236,10 +238,10 @@ def _export_and_evaluate(
         **eval_sets(),
         **({"test": splits.test} if splits.test else {}),
     }
-    split_metrics: dict[str, dict[str, Any]] = {"fp32": {}, "int8": {}}
+    split_metrics: dict[str, dict[str, Any]] = {precision: {} for precision in sessions}
     seconds: dict[str, float] = {}
     test_scores: dict[str, FloatArray] = {}
-    for precision, sess in (("fp32", fp32), ("int8", int8)):
+    for precision, sess in sessions.items():
         for name, part in named.items():
             texts = [e.text for e in part]
             started = time.perf_counter()
@@ -249,12 +251,24 @@ def _export_and_evaluate(
             test_scores[f"{precision}/{name}"] = scores
             split_metrics[precision][name] = metrics([e.label for e in part], scores)
 
-    f1_drop = split_metrics["fp32"][held_out]["f1"] - split_metrics["int8"][held_out]["f1"]
-    keep_int8 = f1_drop <= INT8_MAX_F1_DROP
-    serving, precision = (int8_path, "int8") if keep_int8 else (fp32_path, "fp32")
-    file_bytes = {"model.onnx": fp32_path.stat().st_size, "model.int8.onnx": int8_path.stat().st_size}
-    if not keep_int8:
-        int8_path.unlink()
+    kept = None
+    if int8:
+        f1_drop = split_metrics["fp32"][held_out]["f1"] - split_metrics["int8"][held_out]["f1"]
+        kept = {
+            "test_f1_fp32": split_metrics["fp32"][held_out]["f1"],
+            "test_f1_int8": split_metrics["int8"][held_out]["f1"],
+            "f1_drop": f1_drop,
+            "max_f1_drop": INT8_MAX_F1_DROP,
+            "kept": f1_drop <= INT8_MAX_F1_DROP,
+            "speedup": seconds["fp32"] / seconds["int8"],
+            "test_seconds_fp32": seconds["fp32"],
+            "test_seconds_int8": seconds["int8"],
+            "ort_threads": 2,
+        }
+    serving, precision = (int8_path, "int8") if kept and kept["kept"] else (fp32_path, "fp32")
+    file_bytes = {path.name: path.stat().st_size for path in (fp32_path, int8_path) if path.exists()}
+    if serving != int8_path:
+        int8_path.unlink(missing_ok=True)
 
     # The fusion learns from validation scores; test and the evaluation sets only measure it.
     ngram = NgramModel.load(out)
@@ -299,17 +313,7 @@ def _export_and_evaluate(
         "serving_model": serving.name,
         "file_bytes": file_bytes,
         "metrics": split_metrics,
-        "int8": {
-            "test_f1_fp32": split_metrics["fp32"][held_out]["f1"],
-            "test_f1_int8": split_metrics["int8"][held_out]["f1"],
-            "f1_drop": f1_drop,
-            "max_f1_drop": INT8_MAX_F1_DROP,
-            "kept": keep_int8,
-            "speedup": seconds["fp32"] / seconds["int8"],
-            "test_seconds_fp32": seconds["fp32"],
-            "test_seconds_int8": seconds["int8"],
-            "ort_threads": 2,
-        },
+        "int8": kept,
         "parity_max_abs_diff": max_diff,
         "fusion": fusion.model_dump() | {"metrics": {name: metrics(labels[name], fused[name]) for name in named}},
     }
@@ -332,6 +336,7 @@ def train_text(
     freeze_embeddings: bool = True,
     balanced: bool = False,
     test: Path | None = None,
+    int8: bool = True,
 ) -> TextModelCard:
     """Fine-tune, export and evaluate the content model into ``out``; returns the card.
 
@@ -344,6 +349,9 @@ def train_text(
     parameters; its dense gradient and AdamW update cost ~25% of a CPU step, and a
     few thousand examples barely move it anyway.
     ``balanced``: weight the loss by inverse class frequency.
+    ``int8``: also quantize, and serve the int8 copy where it loses at most INT8_MAX_F1_DROP of F1;
+    False serves fp32 without trying (a model only scored in process, where calibrating the int8
+    scales would take as long as the fine-tuning).
     """
     started = time.perf_counter()
     out = Path(out)
@@ -394,7 +402,7 @@ def train_text(
     train_seconds = time.perf_counter() - train_started
     calibration = _calibrate(model, val, val_labels)
     model.save_pretrained(hf_dir)
-    evaluation = _export_and_evaluate(model, encoder, splits, out, seed)
+    evaluation = _export_and_evaluate(model, encoder, splits, out, seed, int8)
     evaluation["file_bytes"]["hf"] = _dir_size(hf_dir)
 
     card = TextModelCard(
