@@ -156,6 +156,27 @@ def test_a_verdict_the_campaign_signals_decided_gets_the_campaign_action_and_nam
     assert judge(model, row, float(1 / (1 + np.exp(3.0))), contrib, "block")[0] == "allow"
 
 
+@pytest.mark.parametrize(
+    ("signal", "expected"),
+    [("campaign_domain_copies_1h", "block"), ("campaign_neardup_users_24h", "allow")],
+)
+def test_a_harmless_text_cannot_buy_an_allow_for_a_wave_pointing_at_one_domain(signal: str, expected: str) -> None:
+    """Many copies linking to one domain: the text's pull toward allow is bait, not counted, and the
+    campaign takes the post out of allow. Near-copies without a link (greetings) sell nothing: their
+    text counts as ever."""
+    model = tiny_decision_model()
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    at, text = FEATURES.index(signal), FEATURES.index("text_ngram_spam_prob")
+    row[at], contrib[at] = 23.0, 1.7
+    row[text], contrib[text] = 0.03, -3.1  # a harmless text
+    model.bias = 0.0  # the rest of the post: undecided (0.5, review)
+    prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
+    assert model.thresholds.classify(prob) == "allow"  # 0.2: the text's pull wins
+    decision, reasons = judge(model, row, prob, contrib, "block")
+    assert decision == expected
+    assert (reasons[0].code == "campaign" and f"{signal}=23" in reasons[0].detail) == (expected == "block")
+
+
 @pytest.mark.parametrize("value", [0.0, float("nan")])
 def test_a_campaign_signal_that_saw_no_wave_is_no_campaign(value: float) -> None:
     """A post with no link has no journey-per-domain count (missing), a unique text a zero copy count:

@@ -166,31 +166,45 @@ def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> l
 def judge(
     model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, campaign_action: CampaignAction
 ) -> tuple[Decision, list[Reason]]:
-    """The decision and its reasons. A post the campaign signals took out of "allow" (without their
-    push it would be decided lower) gets ``campaign_action``, and its first reason names the
-    campaign signal that pushed most."""
+    """The decision and its reasons. Where a campaign signal saw a wave pointing at one domain, the
+    text's pull toward allow does not count: such a campaign's text is its senders' choice, often a
+    harmless one as bait (a wave without a link, greetings or a meme, sells nothing, and its text
+    counts). A post the campaign signals then took out of "allow" (without their push it would be
+    decided lower) gets ``campaign_action``, and its first reason names the campaign signal that
+    pushed most."""
     decision, reasons = model.thresholds.classify(prob), top_reasons(row, contrib)
-    if decision == "allow":
-        return decision, reasons
     # Only a campaign signal that saw a wave is evidence: a missing or zero count (no link, no copy)
     # can still carry a positive contribution, and must never turn a review into the campaign action.
     # (A missing count is NaN, which is not > 0.)
     push = np.where(CAMPAIGN_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
     if not push.any():
         return decision, reasons
-    raw = model.bias + float(contrib.sum()) - float(push.sum())
-    without = model.thresholds.classify(float(1 / (1 + np.exp(-raw))))
-    if without == decision:
-        return decision, reasons
+    raw = model.bias + float(contrib.sum())
+    if (LINK_CAMPAIGN_MASK & (row > 0)).any():  # a wave that sells something: many copies, one domain
+        raw -= float(np.minimum(contrib, 0.0)[TEXT_MASK].sum())
+    seen = model.thresholds.classify(float(1 / (1 + np.exp(-raw))))
+    without = model.thresholds.classify(float(1 / (1 + np.exp(-(raw - float(push.sum()))))))
     i = int(np.argmax(push))
     value = "missing" if math.isnan(row[i]) else f"{row[i]:.4g}"
-    return campaign_action, [
-        Reason.of("campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}) decided it: {campaign_action}"),
+    if without != seen:
+        return campaign_action, [
+            Reason.of("campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}) decided it: {campaign_action}"),
+            *reasons,
+        ]
+    if seen == decision:
+        return decision, reasons
+    return seen, [
+        Reason.of(
+            "campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}): in a wave the text's pull toward allow is not counted"
+        ),
         *reasons,
     ]
 
 
 CAMPAIGN_MASK = np.array([f in CAMPAIGN for f in FEATURES])
+# The campaign signals counted per link (workers/signals.py), and the two text scores.
+LINK_CAMPAIGN_MASK = np.array([f in ("campaign_domain_copies_1h", "campaign_journey_users_1h") for f in FEATURES])
+TEXT_MASK = np.array([f in ("text_spam_prob", "text_ngram_spam_prob") for f in FEATURES])
 
 
 @dataclass(frozen=True, slots=True)
