@@ -6,7 +6,8 @@ typed in the UI at a human pace, decided in process by the worker's own stages.
 This is what a platform that installs modstream and never labels sees: nothing is known of the
 accounts, so the text and the stream's own counting decide. The posts are validated, scored (the
 serving ONNX file, the n-gram model and the language guard, as the worker scores them), enriched
-against an empty Redis in time order and decided by the bundle's decision model at its cuts. The
+against an empty Redis in time order and decided by the bundle's decision model at its cuts, with the
+worker's campaign judgement (``workers.stages.decide.judge``, the default campaign action). The
 loop's trial (:mod:`modstream.loop.trial`) decides the same kind of posts on the embedded stack.
 Writes ``day_one.json`` and ``day_one.md`` to ``--out``.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from schemas import Decision
 from training.decision import feature_rows
 from training.platforms import new_account_event
 from training.simulator import World
@@ -30,11 +32,11 @@ from training.text_scoring import onnx_spam_scores
 from training.textdata import Example
 from training.zero_shot import SETS, youtube
 from workers.cards import TextModelCard
-from workers.config import cache_root, default_model_dir
+from workers.config import DEFAULT_CAMPAIGN_ACTION, cache_root, default_model_dir
 from workers.language import Languages, withhold
 from workers.ngram import NgramModel
 from workers.records import InMsg
-from workers.stages.decide import DecisionModel
+from workers.stages.decide import DecisionModel, judge
 from workers.stages.validate import validate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -62,7 +64,7 @@ class Outcome:
         return 2 * self.spam_blocked / (blocked + self.spam) if blocked + self.spam else float("nan")
 
 
-def decide(bundle: Path, examples: list[Example], seed: int = 0) -> tuple[list[str], list[float], int]:
+def decide(bundle: Path, examples: list[Example], seed: int = 0) -> tuple[list[Decision], list[float], int]:
     """Each example's decision and score, as a worker with ``bundle`` and an empty Redis gives them,
     and how many texts the language guard withheld."""
     rng = random.Random(seed)
@@ -85,12 +87,13 @@ def decide(bundle: Path, examples: list[Example], seed: int = 0) -> tuple[list[s
     text = withhold([float(x) for x in onnx_spam_scores(text_dir, texts, show_progress=len(texts) >= 1000)], unjudged)
     ngram = withhold([float(x) for x in NgramModel.load(text_dir).spam_prob(texts)], unjudged)
     model = DecisionModel.load(bundle / "decision")
-    scores = model.predict(feature_rows(posts, World(), text, ngram))[0]
-    return (
-        [model.thresholds.classify(float(s)) for s in scores],
-        [float(s) for s in scores],
-        sum(1 for u in unjudged if u is not None),
-    )
+    rows = feature_rows(posts, World(), text, ngram)
+    scores, contribs = model.predict(rows)
+    decisions = [
+        judge(model, row, float(p), contrib, DEFAULT_CAMPAIGN_ACTION)[0]
+        for row, p, contrib in zip(rows, scores, contribs, strict=True)
+    ]
+    return decisions, [float(p) for p in scores], sum(1 for u in unjudged if u is not None)
 
 
 def outcome(name: str, bundle: Path, examples: list[Example]) -> Outcome:
