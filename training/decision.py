@@ -28,7 +28,7 @@ from workers.metrics import TEXT_SCORE_KEY, score_histogram
 from workers.records import InMsg, Post
 from workers.signals import SIGNALS, MemorySignals
 from workers.signals import Plan as SignalPlan
-from workers.stages.decide import facts_of
+from workers.stages.decide import TEXT_MASK, facts_of
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
@@ -59,7 +59,7 @@ DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis i
 # Rows trained without either text score, as a post in a language the text model cannot judge
 # (workers/language.py): the model learns to decide those on the other signals alone.
 UNJUDGED_TEXT_SHARE = 0.05
-TEXT_SCORES = np.array([FEATURES.index("text_spam_prob"), FEATURES.index("text_ngram_spam_prob")])
+TEXT_SCORES = np.flatnonzero(TEXT_MASK)  # the two text scores, as the decide stage names them
 
 
 class DictStore:
