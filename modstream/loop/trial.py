@@ -83,6 +83,7 @@ def side(posts: Sequence[Record], verdicts: dict[str, Verdict]) -> Side:
 
 @dataclass
 class Trial:
+    weeks_back: int
     history: int
     history_spam: int
     next_week: int
@@ -145,9 +146,19 @@ def cli(command: Sequence[str], s: Settings, console: Console) -> tuple[int, flo
     return done.returncode, elapsed
 
 
-def run_trial(out: Path, console: Console, history: int = HISTORY, next_week: int = NEXT_WEEK) -> Trial:
+def window(
+    history: int = HISTORY, next_week: int = NEXT_WEEK, weeks_back: int = 0
+) -> tuple[list[LabelledPost], list[LabelledPost]]:
+    """The history and the next week, which ends ``weeks_back`` weeks before the corpus's last post:
+    the loop measured on more than one week. ValueError when the corpus is too short for it."""
+    comments = instagram_comments()
+    return weeks(comments[: len(comments) - weeks_back * next_week], history, next_week)
+
+
+def run_trial(
+    out: Path, console: Console, past: Sequence[LabelledPost], future: Sequence[LabelledPost], weeks_back: int = 0
+) -> Trial:
     out.mkdir(parents=True, exist_ok=True)
-    past, future = weeks(instagram_comments(), history, next_week)
     models = ensure_models(console)
     repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
     link = out / "current"
@@ -157,7 +168,7 @@ def run_trial(out: Path, console: Console, history: int = HISTORY, next_week: in
     with LocalStack(out / "stack", repo, console=console) as ep:
         before = Run(ep, models.bundle, "before")
         try:
-            with console.status(f"before: the default bundle decides {history} posts of history, then the next week"):
+            with console.status(f"before: the default bundle decides {len(past)} posts of history, then the next week"):
                 before.decide(records(past, "h", 1))
                 before.decide(nxt := records(future, "n", 2))
             champion = side(nxt, before.verdicts())
@@ -183,6 +194,7 @@ def run_trial(out: Path, console: Console, history: int = HISTORY, next_week: in
             after.close()
     report = json.loads((retrained / "report.json").read_text())
     trial = Trial(
+        weeks_back=weeks_back,
         history=len(past),
         history_spam=sum(p.spam for p in past),
         next_week=len(future),
@@ -266,10 +278,15 @@ def main(
     out: Annotated[Path, typer.Option(help="trial.json, trial.png and the retrained bundle")] = Path("out/trial"),
     history: Annotated[int, typer.Option(min=100, help="Labelled posts of history")] = HISTORY,
     next_week: Annotated[int, typer.Option(min=50, help="Posts of the next week")] = NEXT_WEEK,
+    weeks_back: Annotated[int, typer.Option(min=0, help="Weeks before the latest that the next week ends")] = 0,
 ) -> None:
     """The loop on a new platform: figures before and after one retrain and promotion."""
     console = Console()
-    t = run_trial(out, console, history, next_week)
+    try:
+        past, future = window(history, next_week, weeks_back)
+    except ValueError as e:
+        raise typer.BadParameter(f"{e}; ask for fewer --weeks-back or a shorter --history") from None
+    t = run_trial(out, console, past, future, weeks_back)
     for name, side_ in (("default bundle", t.before), ("after retrain", t.after)):
         console.print(
             f"{name:>15}: block-F1 {side_['block_f1']:.3f} (precision {side_['block_precision']:.3f}, "

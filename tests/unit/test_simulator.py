@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from training.decision import feature_rows, to_posts
-from training.simulator import SimPost, Simulator
+from training.simulator import SimPost, Simulator, pick
 from training.textdata import Example
 from workers.features import FEATURES
 
@@ -49,3 +49,12 @@ def test_posts_gives_exactly_n_posts(n: int) -> None:
     examples = [Example(f"e{i}", f"text number {i}", i % 2) for i in range(40)]
     sim = Simulator(3, now=1.8e9, scale=200)
     assert [len(sim.posts(examples, n)) for _ in range(5)] == [n] * 5
+
+
+@pytest.mark.parametrize("n", [1, 3, 1000])
+def test_pick_draws_what_choice_draws(n: int) -> None:
+    """The simulated world, and so the decision model trained on it, must not change with the faster draw."""
+    items = [f"item{i}" for i in range(n)]
+    fast, slow = np.random.default_rng(7), np.random.default_rng(7)
+    assert [pick(fast, items) for _ in range(200)] == [str(slow.choice(items)) for _ in range(200)]
+    assert fast.random() == slow.random()
