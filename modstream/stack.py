@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -186,19 +185,6 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-_entered: list[LocalStack] = []  # stacks inside a ``with`` block, in the order entered
-
-
-def _stop_then_terminate(signum: int, _frame: object) -> None:
-    """SIGTERM's default action, after stopping the servers of every stack still inside a ``with``
-    block: they run in sessions of their own and would outlive this process (``timeout``, a
-    cancelled job, ``kill``). Ctrl-C needs nothing: KeyboardInterrupt unwinds through the blocks."""
-    for stack in reversed(_entered):
-        stack.down()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
 def _is_ours(service: Service) -> bool:
     """False only when the pid now belongs to another program (pid reuse after our server exited)."""
     try:
@@ -256,26 +242,12 @@ class LocalStack:
         self._procs: dict[int, subprocess.Popen[bytes]] = {}  # handles of servers started by this object
 
     def __enter__(self) -> Endpoints:
-        # Only the main thread may set a handler, and one the program set (a worker's) stays.
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
-            signal.SIG_DFL,
-            _stop_then_terminate,
-        ):
-            signal.signal(signal.SIGTERM, _stop_then_terminate)
-        _entered.append(self)
-        try:
-            return self.up()
-        except BaseException:
-            _entered.remove(self)
-            raise
+        return self.up()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        try:
-            self.down()
-        finally:
-            _entered.remove(self)
+        self.down()
 
     # -- state -------------------------------------------------------------------------------------
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import functools
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import tritonclient.grpc as grpcclient
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tritonclient.utils import InferenceServerException
 
-from modstream.stack import S3_DIR, Endpoints, LocalStack, create_topics, group_members
+from modstream.stack import S3_DIR, Endpoints, LocalStack, create_topics
 from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
 from tests.conftest import first_record, records
 from workers.adapters.triton import triton_version
@@ -66,35 +63,6 @@ def test_a_durable_stack_keeps_its_topics_and_offsets_across_down_and_up(
         (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         consumer.close()
         assert committed.offset == 4
-
-
-def test_sigterm_to_the_process_stops_its_stack(tmp_path: Path, triton_repo: Path, stack: Endpoints) -> None:
-    """The servers run in sessions of their own; a process told to stop must not leave them running."""
-    state = tmp_path / "stack"
-    script = (
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from modstream.stack import LocalStack\n"
-        "with LocalStack(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]):\n"
-        "    print('up', flush=True)\n"
-        "    time.sleep(600)\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(state), str(triton_repo), stack.redis_url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-        pids = [s.pid for s in LocalStack(state, triton_repo).status().services if s.pid is not None]
-        assert pids  # the broker and Triton (Redis is the shared one)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == -signal.SIGTERM  # still ended by the signal
-    finally:
-        proc.kill()
-    assert not [pid for pid in pids if group_members(pid)]
-    assert not LocalStack(state, triton_repo).status().services  # down() ran: no state left
 
 
 def test_redis_ping(stack: Endpoints) -> None:
