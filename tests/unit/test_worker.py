@@ -157,12 +157,14 @@ async def test_batches_start_small_after_an_assignment_and_grow(encoder: TextEnc
     w.source.batches = [msgs(event(f"p{i}")) for i in range(3)]  # type: ignore[attr-defined]
     stop = asyncio.Event()
 
-    async def stop_when_drained() -> None:
-        while w.source.batches:  # type: ignore[attr-defined]
+    # Stop after the fourth poll, not when the queue empties: the worker may see the stop
+    # before it polls again, which made this test flaky.
+    async def stop_after_four_polls() -> None:
+        while len(w.source.sizes) < 4:  # type: ignore[attr-defined]
             await asyncio.sleep(0.01)
         stop.set()
 
-    await asyncio.gather(w.run(stop), stop_when_drained())
+    await asyncio.gather(w.run(stop), stop_after_four_polls())
     assert w.source.sizes[:4] == [2, 4, 6, 6]  # type: ignore[attr-defined]
 
 
