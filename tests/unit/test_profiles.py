@@ -173,9 +173,14 @@ async def test_run_settles_batches_until_stopped_and_closes_the_source() -> None
     source, store = FakeSource([[msg(0, record(friends=1))], [msg(1, record(friends=2))]]), FakeProfileStore()
     stop = asyncio.Event()
     task = asyncio.create_task(ingester(source, FakeSink(), store).run(stop))
-    while source.batches:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+
+    # Wait for the second batch's offset, not a fixed pause after the queue empties: a busy machine
+    # may take longer than any pause to settle it.
+    async def settled() -> None:
+        while source.stored.get(("profiles", 0)) != 2:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(settled(), 5)
     stop.set()
     await asyncio.wait_for(task, 5)
     assert source.stored == {("profiles", 0): 2} and source.closed
