@@ -7,17 +7,21 @@ import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
     from modstream.loop.gate import Gate, Judgement, Side
     from modstream.loop.promotion import Switch, TextServing
     from modstream.topics import Range
     from workers.config import Settings
     from workers.feedback import FeedbackSettings
+
+S = TypeVar("S", bound="BaseSettings")
 
 # Plain click help: rich's option table cuts long option names at 80 columns.
 app = typer.Typer(
@@ -58,17 +62,23 @@ def schema(
     console.print(f"wrote {len(schemas)} schemas to {out}")
 
 
-def _settings() -> Settings:
-    """The settings from MODSTREAM_* variables, or exit 2 with one line naming what is wrong."""
+def _load(kind: type[S]) -> S:
+    """``kind`` from its environment variables, or exit 2 with one line naming what is wrong."""
     from pydantic import ValidationError
 
-    from workers.config import Settings
     from workers.isolation import describe
 
     try:
-        return Settings()
+        return kind()
     except ValidationError as exc:
-        _misconfigured(f"bad MODSTREAM_* settings: {describe(exc)}")
+        _misconfigured(f"bad {kind.model_config.get('env_prefix', '')}* settings: {describe(exc)}")
+
+
+def _settings() -> Settings:
+    """The settings from MODSTREAM_* variables, or exit 2 with one line."""
+    from workers.config import Settings
+
+    return _load(Settings)
 
 
 def _service(log_level: str) -> Settings:
@@ -82,15 +92,9 @@ def _service(log_level: str) -> Settings:
 
 def _feedback_settings() -> FeedbackSettings:
     """The feedback worker's MODSTREAM_FEEDBACK_* settings, or exit 2 with one line."""
-    from pydantic import ValidationError
-
     from workers.feedback import FeedbackSettings
-    from workers.isolation import describe
 
-    try:
-        return FeedbackSettings()
-    except ValidationError as exc:
-        _misconfigured(f"bad MODSTREAM_FEEDBACK_* settings: {describe(exc)}")
+    return _load(FeedbackSettings)
 
 
 def _misconfigured(message: str) -> NoReturn:

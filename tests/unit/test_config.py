@@ -50,3 +50,27 @@ def test_static_membership_names_only_the_moderation_group_member() -> None:
     s = Settings(static_membership=True, instance_id="w1", session_timeout_s=1.0)
     assert s.consumer_conf()["group.instance.id"] == "w1" and "group.instance.id" not in s.consumer_conf("other")
     assert s.consumer_conf()["heartbeat.interval.ms"] == 333 and "group.instance.id" not in Settings().consumer_conf()
+
+
+def test_bad_settings_stop_a_command_with_one_line_naming_the_prefix_and_field() -> None:
+    from typer.testing import CliRunner
+
+    from modstream.cli import app
+
+    result = CliRunner().invoke(app, ["profile-contract"], env={"MODSTREAM_REDIS_TIMEOUT_S": "soon"})
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "bad MODSTREAM_* settings: redis_timeout_s" in result.output
+
+
+def test_bad_feedback_settings_stop_the_service_with_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"MODSTREAM_FEEDBACK_BATCH_MAX_SIZE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "modstream.cli", "feedback"], env=env, capture_output=True, text=True, timeout=60
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "bad MODSTREAM_FEEDBACK_* settings: batch_max_size" in out and "Traceback" not in out
