@@ -42,20 +42,8 @@ async def test_a_batch_publishes_only_after_the_batch_before_committed(encoder: 
 
 
 async def test_a_failed_commit_aborts_rewinds_and_the_worker_goes_on(encoder: TextEncoder) -> None:
-    batch = msgs(event("a"), event("b"))
-    source = RecordingSource([batch])
-    txns = FakeTransactions(fail_commits=1, on_rewind=lambda: source.batches.append(batch))
-    w = make_worker(encoder, [], transactions=txns)
-    w.source = source
-    stop = asyncio.Event()
-
-    async def stop_when_committed() -> None:
-        while "commit" not in txns.log:
-            await asyncio.sleep(0.005)
-        stop.set()
-
-    await asyncio.gather(w.run(stop), stop_when_committed())
-    assert txns.log == ["init", "begin", "abort", "rewind", "begin", "commit"] and txns.committed == {("posts", 0): 2}
+    log = await _run_until_committed(encoder, FakeTransactions(fail_commits=1))
+    assert log == ["init", "begin", "abort", "rewind", "begin", "commit"]
 
 
 async def test_the_batches_polled_after_an_aborted_one_are_dropped(encoder: TextEncoder) -> None:
