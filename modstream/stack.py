@@ -4,7 +4,9 @@ Used by ``modstream stack up|down|status``, the test fixtures and the demo. Each
 server runs in its own session (so ``stack up`` can exit and leave them running),
 logs to ``<state_dir>/<service>.log``, and its pid is persisted with the endpoints
 in ``<state_dir>/stack.json`` so ``down``/``status`` work from another process.
-``down`` only signals process groups this stack started.
+``down`` only signals process groups this stack started. A stack held by a ``with`` block is tied
+to the process holding it: its servers get SIGTERM when that process dies, however it dies
+(``kill -9`` or a CI timeout included), where ``stack up``'s outlive it.
 
 A durable stack (``modstream stack up``'s default) also runs an S3 server whose buckets are kept
 in ``<state_dir>/s3`` (modstream/s3store.py) and keeps the broker's topics and group offsets
@@ -22,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -185,6 +188,20 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+# util-linux's setpriv (Essential in Debian) sets the kernel's parent-death signal, then execs the
+# server: no Python runs between fork and exec, where a native thread's held malloc lock (librdkafka's)
+# could deadlock a preexec_fn.
+SETPRIV = shutil.which("setpriv")
+
+
+def tied(argv: list[str]) -> list[str]:
+    """``argv`` run so that the server gets SIGTERM when this process dies. Only from the main thread:
+    the kernel sends it when the spawning *thread* exits, and a fault thread's restart would end at once."""
+    if SETPRIV is None or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
+
+
 def _is_ours(service: Service) -> bool:
     """False only when the pid now belongs to another program (pid reuse after our server exited)."""
     try:
@@ -194,7 +211,8 @@ def _is_ours(service: Service) -> bool:
         return True  # leader gone or a zombie: what is left in its group is ours (the pgid is not reusable)
     except OSError:
         return False  # another user's process
-    return exe.removesuffix(" (deleted)") == os.path.realpath(service.argv[0])
+    # setpriv for the moment before it execs a tied server
+    return exe.removesuffix(" (deleted)") in (os.path.realpath(service.argv[0]), SETPRIV and os.path.realpath(SETPRIV))
 
 
 def _log_excerpt(path: Path, errors: int = 10, tail: int = 20) -> str:
@@ -240,9 +258,10 @@ class LocalStack:
         self.kafka_env = dict(kafka_env or {})
         self.console = console or Console(stderr=True)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}  # handles of servers started by this object
+        self._tied = False  # whether the servers it starts die with this process (a ``with`` block's do)
 
     def __enter__(self) -> Endpoints:
-        return self.up()
+        return self.up(tied=True)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -277,8 +296,9 @@ class LocalStack:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def up(self, timeout: float = 120.0) -> Endpoints:
-        """Start the servers (or return the running stack's endpoints) and wait until all are ready."""
+    def up(self, timeout: float = 120.0, *, tied: bool = False) -> Endpoints:
+        """Start the servers (or return the running stack's endpoints) and wait until all are ready;
+        ``tied``: servers this call starts get SIGTERM when this process dies (see :func:`tied`)."""
         if self._load() is not None:
             current = self.status()
             if current.up and current.endpoints is not None:
@@ -288,6 +308,7 @@ class LocalStack:
         if not self.model_repo.is_dir():
             raise StackError(f"model repository {self.model_repo} does not exist (see modstream build-repo)")
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._tied = tied
         started = time.monotonic()
 
         external_redis = self.redis_url if self.redis_url and _redis_ready(self.redis_url) else None
@@ -454,9 +475,10 @@ class LocalStack:
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None) -> Service:
         log = self.state_dir / f"{name}.log"
+        run = tied(argv) if self._tied else argv
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                run, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 cwd=self.state_dir, start_new_session=True,
             )  # fmt: skip
         self._procs[proc.pid] = proc
@@ -540,7 +562,10 @@ class S3Standin:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with (self.state_dir / "s3.log").open("wb") as out:
             self._proc = subprocess.Popen(
-                [server, "-H", HOST, "-p", str(self.port)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                tied([server, "-H", HOST, "-p", str(self.port)]),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + 60
         while not _port_open(f"{HOST}:{self.port}"):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +18,7 @@ import tritonclient.grpc as grpcclient
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tritonclient.utils import InferenceServerException
 
-from modstream.stack import S3_DIR, Endpoints, LocalStack, create_topics
+from modstream.stack import S3_DIR, STATE_FILE, STOP_GRACE_S, Endpoints, LocalStack, create_topics, group_members
 from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
 from tests.conftest import first_record, records
 from workers.adapters.triton import triton_version
@@ -142,3 +146,53 @@ def test_triton_bad_request_fails_alone(client: grpcclient.InferenceServerClient
     with pytest.raises(InferenceServerException, match="same"):
         client.infer(MODEL_NAME, make_inputs(ids, mask=np.ones((2, 5), dtype=np.int64)))
     assert infer(client, ids).shape == (2, NUM_LABELS)  # the model still serves
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from modstream.stack import LocalStack
+stack = LocalStack(Path(sys.argv[1]), Path(sys.argv[2]), redis_url=None)
+if sys.argv[3] == "with":
+    with stack:
+        print("up", flush=True)
+        time.sleep(600)
+else:
+    stack.up()
+    print("up", flush=True)
+"""
+
+
+def _hold(state: Path, repo: Path, how: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A process that starts a stack ``how`` ("with": a ``with`` block; else ``up()``, as ``stack up``),
+    and the process groups of the servers it started, once they are ready."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(state), str(repo), how], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+    return proc, [s["pid"] for s in json.loads((state / STATE_FILE).read_text())["services"]]
+
+
+def _gone(groups: list[int], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while any(group_members(g) for g in groups):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_held_stack_stops_when_its_process_is_killed_and_stack_ups_stays(tmp_path: Path, triton_repo: Path) -> None:
+    """kill -9 of a process in a ``with LocalStack`` block leaves no server behind (they ran in sessions
+    of their own, so nothing else stopped them); a stack started by ``up()`` alone outlives its process."""
+    held, groups = _hold(tmp_path / "held", triton_repo, "with")
+    held.kill()
+    held.wait()
+    assert _gone(groups, STOP_GRACE_S + 5), "a killed holder's servers are still running"
+
+    started, groups = _hold(tmp_path / "up", triton_repo, "up")
+    try:
+        assert started.wait(30) == 0
+        time.sleep(1)  # a parent-death signal would have landed by now
+        assert all(group_members(g) for g in groups), "stack up's servers died with the command"
+    finally:
+        LocalStack(tmp_path / "up", triton_repo).down()
+    assert _gone(groups, 1)
