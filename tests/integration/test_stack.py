@@ -186,7 +186,10 @@ def test_a_held_stack_stops_when_its_process_is_killed_and_stack_ups_stays(tmp_p
     held, groups = _hold(tmp_path / "held", triton_repo, "with")
     held.kill()
     held.wait()
-    assert _gone(groups, STOP_GRACE_S + 5), "a killed holder's servers are still running"
+    try:
+        assert _gone(groups, STOP_GRACE_S + 5), "a killed holder's servers are still running"
+    finally:  # on failure, not left running for the rest of the session
+        LocalStack(tmp_path / "held", triton_repo).down()
 
     started, groups = _hold(tmp_path / "up", triton_repo, "up")
     try:
