@@ -191,7 +191,7 @@ def group_members(pgid: int) -> list[int]:
 # util-linux's setpriv (Essential in Debian) sets the kernel's parent-death signal, then execs the
 # server: no Python runs between fork and exec, where a native thread's held malloc lock (librdkafka's)
 # could deadlock a preexec_fn.
-SETPRIV = shutil.which("setpriv")
+SETPRIV = os.path.realpath(found) if (found := shutil.which("setpriv")) else None  # resolved, as /proc shows exe
 
 
 def tied(argv: list[str]) -> list[str]:
@@ -212,7 +212,7 @@ def _is_ours(service: Service) -> bool:
     except OSError:
         return False  # another user's process
     # setpriv for the moment before it execs a tied server
-    return exe.removesuffix(" (deleted)") in (os.path.realpath(service.argv[0]), SETPRIV and os.path.realpath(SETPRIV))
+    return exe.removesuffix(" (deleted)") in (os.path.realpath(service.argv[0]), SETPRIV)
 
 
 def _log_excerpt(path: Path, errors: int = 10, tail: int = 20) -> str:
