@@ -634,7 +634,7 @@ def retrain(
     base: Annotated[
         str | None, typer.Option(help="Base checkpoint dir or hub id", show_default="the default base")
     ] = None,
-    epochs: Annotated[int | None, typer.Option(min=1, help="Text model epochs", show_default="2")] = None,
+    epochs: Annotated[int | None, typer.Option(min=1, help="Text model epochs", show_default="4")] = None,
     text_folds: Annotated[
         int | None,
         typer.Option(min=0, max=10, help="Out-of-fold text models for the earlier posts (0: none)", show_default="5"),
@@ -649,7 +649,7 @@ def retrain(
     """The weekly retrain: labelled posts and their texts, text model, rescore, decision model,
     gate, report. Exit 0 when the challenger is better, 1 when not, 2 on bad input."""
     from modstream.loop.decide import HOLDOUT
-    from modstream.loop.retrain import TEXT_FOLDS, Options
+    from modstream.loop.retrain import TEXT_EPOCHS, TEXT_FOLDS, Options
     from modstream.loop.retrain import retrain as run
     from modstream.topics import RangeError
     from training.dataset import DatasetError
@@ -660,7 +660,7 @@ def retrain(
         _misconfigured(f"--out {out} is the champion bundle: write the challenger elsewhere")
     gate = _gate(max_review_share, max_ham_blocked, min_block_precision, confidence)
     folds = TEXT_FOLDS if text_folds is None else text_folds
-    options = Options(gate, holdout or HOLDOUT, base, epochs, folds, dead_letter)
+    options = Options(gate, holdout or HOLDOUT, base, TEXT_EPOCHS if epochs is None else epochs, folds, dead_letter)
     rng = _range(from_time, to_time, None)
     try:
         done = run(settings, rng, champion, out, options, progress=console.print)

@@ -209,7 +209,7 @@ class Labelled:
     """A training set read back: rows in time order."""
 
     post_ids: list[str]
-    decided_at: npt.NDArray[np.float64]  # epoch seconds
+    times: npt.NDArray[np.float64]  # epoch seconds, ascending: decided_at here, the posts' created_at in a retrain
     x: npt.NDArray[np.float64]  # FEATURES order, missing as NaN
     y: npt.NDArray[np.int_]
     text_versions: set[str]
@@ -241,7 +241,7 @@ def read_parquet(path: Path) -> Labelled:
     versions = table.column("text_version").to_pylist() if "text_version" in table.column_names else []
     return Labelled(
         post_ids=[table.column("post_id")[int(i)].as_py() for i in order],
-        decided_at=at[order],
+        times=at[order],
         x=x[order],
         y=labels.astype(np.int_)[order],
         text_versions={v for v in versions if v},

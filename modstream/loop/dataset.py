@@ -3,7 +3,9 @@ and for a retrain with their texts too, read back from the input topic."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +64,10 @@ def build_dataset(
 
 @dataclass(frozen=True)
 class Texts:
-    """Moderator-labelled posts with their texts, in time order."""
+    """Moderator-labelled posts with their texts, in the order they were posted.
+
+    By the posts' own ``created_at``, not by when the worker decided them: a backlog, a replay or
+    several partitions decide posts out of order, and the retrain holds out the latest *posts*."""
 
     verdicts: list[Verdict]  # each post's first verdict, its logged row as the champion saw it
     labels: list[int]
@@ -74,13 +79,21 @@ class Texts:
     def spam(self) -> int:
         return sum(self.labels)
 
+    @property
+    def times(self) -> list[datetime]:
+        """Each row's post time."""
+        return [self.posts[v.post_id].event.created_at for v in self.verdicts]
+
 
 def with_texts(logged: dict[str, Logged], data: Dataset, posts: dict[str, Post]) -> Texts:
     """``data``'s labelled rows whose post is in ``posts``; the others counted."""
     rows = [
         (logged[pid].verdict, label) for pid, label in zip(data.columns["post_id"], data.columns["label"], strict=True)
     ]
-    kept = [(v, label) for v, label in rows if v.post_id in posts]
+    kept = sorted(
+        ((v, label) for v, label in rows if v.post_id in posts),
+        key=lambda row: (posts[row[0].post_id].event.created_at, row[0].decided_at, row[0].post_id),
+    )
     return Texts(
         verdicts=[v for v, _ in kept],
         labels=[label for _, label in kept],
@@ -98,11 +111,11 @@ def labelled_texts(settings: Settings, rng: Range, *, dead_letter: bool = True) 
     return with_texts(logged, data, posts_by_id(read_range(settings, settings.input_topic, posts_range(labelled))))
 
 
-def matrix(verdicts: list[Verdict], labels: list[int]) -> Labelled:
-    """Logged rows (null as NaN) as a training set, in the given (time) order."""
+def matrix(verdicts: list[Verdict], labels: list[int], times: Sequence[datetime]) -> Labelled:
+    """Logged rows (null as NaN) as a training set, in the given time order."""
     return Labelled(
         post_ids=[v.post_id for v in verdicts],
-        decided_at=np.array([v.decided_at.timestamp() for v in verdicts], dtype=np.float64),
+        times=np.array([t.timestamp() for t in times], dtype=np.float64),
         x=np.array([[np.nan if x is None else x for x in v.features.values] for v in verdicts if v.features]),
         y=np.array(labels, dtype=np.int_),
         text_versions={t for v in verdicts if (t := v.model_versions.get("text"))},

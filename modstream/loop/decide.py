@@ -179,7 +179,7 @@ def decide(
     )
 
     def start(s: slice) -> str:
-        return datetime.fromtimestamp(float(data.decided_at[s.start]), UTC).isoformat()
+        return datetime.fromtimestamp(float(data.times[s.start]), UTC).isoformat()
 
     return Decided(
         version=card.version,

@@ -39,6 +39,9 @@ from workers.records import Post
 from workers.textmodel import LocalText
 
 TEXT_FOLDS = 5
+# A new platform's history is small: 1,600 labels give two epochs of about 70 steps, where the text
+# model had not settled (docs/LOOP.md); early stopping still ends it once validation stops gaining.
+TEXT_EPOCHS = 4
 WORK_DIR = "work"  # the text stage's files and its candidates, removed once the bundle is written
 
 
@@ -47,7 +50,7 @@ class Options:
     gate: Gate
     holdout: float = HOLDOUT
     base: str | None = None  # the base checkpoint (None: the default base)
-    epochs: int | None = None
+    epochs: int = TEXT_EPOCHS
     text_folds: int = TEXT_FOLDS  # 0: the earlier posts scored by the final text model, in sample
     dead_letter: bool = True
 
@@ -97,8 +100,8 @@ def retrain(
     }
     shutil.rmtree(out / WORK_DIR)
     lap("rescore")
-    logged = matrix(texts.verdicts, texts.labels)
-    rescored = matrix([again[v.post_id] for v in texts.verdicts], texts.labels)
+    logged = matrix(texts.verdicts, texts.labels, texts.times)
+    rescored = matrix([again[v.post_id] for v in texts.verdicts], texts.labels, texts.times)
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
     decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
     lap("decide")
@@ -144,10 +147,9 @@ def _text(
     early, late = holdout_split(len(texts.labels), options.holdout)
     rows = [(v.post_id, texts.posts[v.post_id].text, y) for v, y in zip(texts.verdicts, texts.labels, strict=True)]
     progress(f"2/5 text: fine-tuning on {early.stop} posts, the latest {late.stop - late.start} held out")
-    extra = {} if options.epochs is None else {"epochs": options.epochs}
     try:
         trained = train_text(rows[early], rows[late], serving_bundle / "text", options.base, out / WORK_DIR,
-                             progress=progress, **extra)  # fmt: skip
+                             epochs=options.epochs, progress=progress)  # fmt: skip
         progress(f"2/5 text: version {trained.card.version}, from the {trained.start} weights ({trained.val_f1})")
         text_dir = out / "text"
         shutil.rmtree(text_dir, ignore_errors=True)
@@ -155,7 +157,7 @@ def _text(
         if not options.text_folds:
             return trained, [(range(len(rows)), text_dir)]
         folds = cross_fit(rows[early], trained.checkpoint, out / WORK_DIR, options.text_folds,
-                          progress=progress, **extra)  # fmt: skip
+                          epochs=options.epochs, progress=progress)  # fmt: skip
     except DataError as exc:
         raise DatasetError(str(exc)) from None
     return trained, [(range(late.start, late.stop), text_dir), *folds]

@@ -10,9 +10,10 @@ and Redis keys, so both see the same history before the next week:
   topic, ``modstream retrain`` runs over its range, ``modstream models promote`` serves the result
   hot, and the same worker, never restarted, decides the next week.
 
-The retrain runs at its shipped defaults, and the result is promoted whatever the gate said, so that
-the figures show what it would serve; the gate's outcome is reported beside them. Posts come from
-brand-new accounts typing in the UI at a human pace, spam and ham alike, so that the text decides.
+The retrain runs at its shipped defaults (``--epochs`` alone can change its text model's), and
+the result is promoted whatever the gate said, so that the figures show what it would serve; the
+gate's outcome is reported beside them. Posts come from brand-new accounts typing in the UI at a
+human pace, spam and ham alike, so that the text decides.
 Writes ``trial.json``, ``trial.png`` and ``next_week.jsonl`` (each post's decisions) to ``--out``.
 """
 
@@ -84,6 +85,7 @@ def side(posts: Sequence[Record], verdicts: dict[str, Verdict]) -> Side:
 @dataclass
 class Trial:
     weeks_back: int
+    epochs: int | None  # the retrain's text-model epochs; None: its default
     history: int
     history_spam: int
     next_week: int
@@ -156,7 +158,12 @@ def window(
 
 
 def run_trial(
-    out: Path, console: Console, past: Sequence[LabelledPost], future: Sequence[LabelledPost], weeks_back: int = 0
+    out: Path,
+    console: Console,
+    past: Sequence[LabelledPost],
+    future: Sequence[LabelledPost],
+    weeks_back: int = 0,
+    epochs: int | None = None,
 ) -> Trial:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
@@ -182,7 +189,10 @@ def run_trial(
                 produce_all(after.settings, simulated_labels(hist, 1.0, 3), topic=after.settings.feedback_topic)
                 end = datetime.now(UTC)
             window = ["--from-time", start.isoformat(), "--to-time", end.isoformat()]
-            retrain_exit, retrain_s = cli(["retrain", *window, "--out", str(retrained)], after.settings, console)
+            options = [] if epochs is None else ["--epochs", str(epochs)]
+            retrain_exit, retrain_s = cli(
+                ["retrain", *window, *options, "--out", str(retrained)], after.settings, console
+            )
             if not (retrained / "decision").is_dir():
                 raise RuntimeError(f"modstream retrain wrote no bundle (exit {retrain_exit})")
             _, promote_s = cli(["models", "promote", str(retrained)], after.settings, console)
@@ -195,6 +205,7 @@ def run_trial(
     report = json.loads((retrained / "report.json").read_text())
     trial = Trial(
         weeks_back=weeks_back,
+        epochs=epochs,
         history=len(past),
         history_spam=sum(p.spam for p in past),
         next_week=len(future),
@@ -279,6 +290,9 @@ def main(
     history: Annotated[int, typer.Option(min=100, help="Labelled posts of history")] = HISTORY,
     next_week: Annotated[int, typer.Option(min=50, help="Posts of the next week")] = NEXT_WEEK,
     weeks_back: Annotated[int, typer.Option(min=0, help="Weeks before the latest that the next week ends")] = 0,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="The retrain's text-model epochs", show_default="its default")
+    ] = None,
 ) -> None:
     """The loop on a new platform: figures before and after one retrain and promotion."""
     console = Console()
@@ -286,7 +300,7 @@ def main(
         past, future = window(history, next_week, weeks_back)
     except ValueError as e:
         raise typer.BadParameter(f"{e}; ask for fewer --weeks-back or a shorter --history") from None
-    t = run_trial(out, console, past, future, weeks_back)
+    t = run_trial(out, console, past, future, weeks_back, epochs)
     for name, side_ in (("default bundle", t.before), ("after retrain", t.after)):
         console.print(
             f"{name:>15}: block-F1 {side_['block_f1']:.3f} (precision {side_['block_precision']:.3f}, "

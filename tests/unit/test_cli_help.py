@@ -31,3 +31,11 @@ def test_every_option_name_is_whole_at_80_columns() -> None:
             for name in (*param.opts, *param.secondary_opts):
                 if name.startswith("--"):
                     assert name in words, (path, name)
+
+
+def test_the_retrain_help_shows_the_text_defaults_it_uses() -> None:
+    from modstream.loop.retrain import TEXT_EPOCHS, TEXT_FOLDS
+
+    root = typer.main.get_command(app)
+    shown = {param.name: param.show_default for param in root.commands["retrain"].params}
+    assert shown["epochs"] == str(TEXT_EPOCHS) and shown["text_folds"] == str(TEXT_FOLDS)
