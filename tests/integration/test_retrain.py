@@ -109,8 +109,10 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         "MODSTREAM_TRITON_REPO": str(triton_repo),
         "MODSTREAM_MODEL_RELOAD_S": "0.5",
     }
-    # A new platform: its comments split by time into a labelled history and the next week.
-    past, future = weeks(instagram_comments(), 400, 120)
+    # A new platform: its comments split by time into a labelled history and the next week. With 400
+    # of history the gate's 63 held-out posts (1.6% of review share each) went over the ceiling on
+    # the latest posts by created_at (16 of 63 to review), where the latest decided had not.
+    past, future = weeks(instagram_comments(), 800, 120)
     history, next_week = traffic(0, "h", 5, past), traffic(0, "n", 6, future)
     collector = Collector(s, f"collector-{run}")
     worker = WorkerThread(s)
@@ -122,7 +124,7 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         end = datetime.now(UTC)
         out = tmp_path / "retrained"
         retrain = ["retrain", "--from-time", start.isoformat(), "--to-time", end.isoformat(), "--out", str(out)]
-        # Each of the 63 held-out posts moves the review share 1.6%: a looser ceiling too.
+        # Each of the ~128 held-out posts moves the review share 0.8%: a looser ceiling too.
         loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--max-review-share", "0.2"]
         tiny = ["--base", str(tiny_base), "--epochs", "1"]
         result = CliRunner().invoke(app, [*retrain, *loose, *tiny], env=env)
