@@ -184,6 +184,9 @@ def telegram(_: Path) -> list[EvalSet]:
     return _parts("telegram", list(seen.values()), source, {"language": _language})
 
 
+YOUTUBE_LABELS = ("CLASS", "label")
+
+
 def youtube(folder: Path) -> list[EvalSet]:
     """The UCI YouTube Spam Collection's comments (``CONTENT``, ``CLASS``), each text once, by video."""
     files = sorted(folder.glob("Youtube0*.csv"))
@@ -193,10 +196,18 @@ def youtube(folder: Path) -> list[EvalSet]:
     video: dict[str, str] = {}
     for path in files:
         with path.open(encoding="utf-8-sig", newline="") as f:
-            for row in csv.DictReader(f):
+            reader = csv.DictReader(f)
+            # UCI ships the label as CLASS; some copies renamed it.
+            label = next((c for c in YOUTUBE_LABELS if c in (reader.fieldnames or ())), None)
+            if label is None or not {"COMMENT_ID", "CONTENT"} <= set(reader.fieldnames or ()):
+                raise SystemExit(
+                    f"--youtube {path}: columns {reader.fieldnames}, expected COMMENT_ID, CONTENT and one of "
+                    f"{', '.join(YOUTUBE_LABELS)}"
+                )
+            for row in reader:
                 text = " ".join(row["CONTENT"].split())
                 if text and text not in seen:
-                    seen[text] = Example(f"youtube/{row['COMMENT_ID']}", text, SPAM if row["CLASS"] == "1" else HAM)
+                    seen[text] = Example(f"youtube/{row['COMMENT_ID']}", text, SPAM if row[label] == "1" else HAM)
                     video[seen[text].id] = path.stem.split("-", 1)[-1]
     source = "UCI YouTube Spam Collection (evaluation only; a local copy)"
     return _parts("youtube", list(seen.values()), source, {"video": lambda e: video[e.id]})
@@ -269,9 +280,9 @@ def main() -> None:
     args = parser.parse_args()
     model_dir = args.model_dir or default_model_dir() / "text"
     cache = cache_root() / "eval"
-    sets = [s for name in args.sets for s in SETS[name](cache)]
-    if args.youtube is not None:
-        sets += youtube(args.youtube)
+    # The local copy first: a wrong folder fails before the registry sets are fetched.
+    local = [] if args.youtube is None else youtube(args.youtube)
+    sets = [s for name in args.sets for s in SETS[name](cache)] + local
     args.out.mkdir(parents=True, exist_ok=True)
     rows = evaluate(model_dir, sets, args.out / "reliability.png")
     (args.out / "zero_shot.json").write_text(json.dumps(rows, indent=2) + "\n")

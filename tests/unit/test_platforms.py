@@ -67,6 +67,18 @@ def test_zero_shot_reads_a_local_copy_of_the_youtube_collection_whole_then_by_vi
         youtube(tmp_path / "missing")
 
 
+def test_zero_shot_reads_a_youtube_copy_whose_label_column_was_renamed_and_names_a_wrong_one(tmp_path: Path) -> None:
+    from training.zero_shot import youtube
+
+    rows = "".join(f"a{i},x,2014,check out my channel {i},1\nb{i},y,2014,great song {i},0\n" for i in range(12))
+    (tmp_path / "Youtube01-Psy.csv").write_text("COMMENT_ID,AUTHOR,DATE,CONTENT,label\n" + rows, encoding="utf-8")
+    whole, _ = youtube(tmp_path)
+    assert (len(whole.examples), sum(e.label for e in whole.examples)) == (24, 12)
+    (tmp_path / "Youtube01-Psy.csv").write_text("COMMENT_ID,AUTHOR,DATE,CONTENT,spam\n" + rows, encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"Psy\.csv: columns .*, expected COMMENT_ID, CONTENT and one of CLASS"):
+        youtube(tmp_path)
+
+
 def test_a_new_accounts_post_is_typed_at_a_human_pace() -> None:
     text = "check out my channel, new video every friday"
     e = new_account_event("p1", "u1", text, datetime(2026, 1, 1, tzinfo=UTC), random.Random(3))
