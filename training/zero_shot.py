@@ -188,7 +188,8 @@ YOUTUBE_LABELS = ("CLASS", "label")
 
 
 def youtube(folder: Path) -> list[EvalSet]:
-    """The UCI YouTube Spam Collection's comments (``CONTENT``, ``CLASS``), each text once, by video."""
+    """The UCI YouTube Spam Collection's comments (``CONTENT``; ``CLASS``, or ``label`` in some copies), each
+    text once, by video."""
     files = sorted(folder.glob("Youtube0*.csv"))
     if not files:
         raise SystemExit(f"--youtube {folder}: no Youtube0*.csv files there (the UCI YouTube Spam Collection)")
@@ -197,11 +198,12 @@ def youtube(folder: Path) -> list[EvalSet]:
     for path in files:
         with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.DictReader(f)
+            columns = reader.fieldnames or []
             # UCI ships the label as CLASS; some copies renamed it.
-            label = next((c for c in YOUTUBE_LABELS if c in (reader.fieldnames or ())), None)
-            if label is None or not {"COMMENT_ID", "CONTENT"} <= set(reader.fieldnames or ()):
+            label = next((c for c in YOUTUBE_LABELS if c in columns), None)
+            if label is None or not {"COMMENT_ID", "CONTENT"} <= set(columns):
                 raise SystemExit(
-                    f"--youtube {path}: columns {reader.fieldnames}, expected COMMENT_ID, CONTENT and one of "
+                    f"--youtube {path}: columns {columns}, expected COMMENT_ID, CONTENT and one of "
                     f"{', '.join(YOUTUBE_LABELS)}"
                 )
             for row in reader:
