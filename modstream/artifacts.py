@@ -28,6 +28,7 @@ CODE_PACKAGES = ("schemas", "workers", "training")
 TEXT_ENTRY = "training.text_model"
 DECISION_ENTRY = "training.decision"
 TRAINING_DATA = "training/data"
+WORKER_DATA = "workers/data"  # the well-known domains the signals (and so the simulator) read
 DATA_SUFFIXES = (".csv", ".jsonl")
 CHITCHAT_PACKAGE = "chitchat-dataset"  # the default posts' ham (training.posts)
 
@@ -95,7 +96,8 @@ def ensure_models(console: Console | None = None) -> Models:
 
     _build(text_dir, build_text, console, "content model")
     text_version = TextModelCard.load(text_dir).version
-    decision_dir = root / "decision-model" / content_key(code_files(DECISION_ENTRY), text_version)
+    worker_data = sorted(str(p.relative_to(ROOT)) for p in (ROOT / WORKER_DATA).glob("*.txt"))
+    decision_dir = root / "decision-model" / content_key(code_files(DECISION_ENTRY) + worker_data, text_version)
 
     def build_decision(out: Path) -> None:
         from training.decision import train_decision

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,9 @@ from workers.reputation import plan
 
 # How long a fault may keep every output away before the scenario gives up waiting.
 RECOVERY_DEADLINE_S = 120.0
+# Weighted reports are floats, which Redis sums in another order than the truth's: a counter
+# within this much of its truth agrees.
+COUNT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -138,23 +142,24 @@ def kill_feedback(
     name: str,
     env: dict[str, str],
     events: Sequence[bytes],
-    truth: Mapping[tuple[str, str], int],
+    truth: Mapping[tuple[str, str], float],
     kills: int,
     log: Path,
     settle_s: float = 3.0,
 ) -> Result:
     """Replay feedback ``events`` in ``kills + 1`` slices through a feedback worker run with
     ``env``, kill -9 it once each of the first slices starts being counted, and compare the
-    Redis counters with ``truth`` ((key, field) -> count): ``lost`` counts increments missing,
-    ``duplicates`` increments counted twice, ``disagreeing`` counters that are off."""
+    Redis counters with ``truth`` ((key, field) -> amount): ``lost`` counts increments missing,
+    ``duplicates`` increments counted twice (a report's weight, under 1, as one), ``disagreeing``
+    counters that are off."""
     client = redis.Redis.from_url(env["MODSTREAM_REDIS_URL"], decode_responses=True, socket_timeout=5)
     producer = Producer({"bootstrap.servers": env["MODSTREAM_KAFKA_BOOTSTRAP"]})
     topic, total = env["MODSTREAM_FEEDBACK_TOPIC"], sum(truth.values())
 
-    def counts() -> dict[tuple[str, str], int]:
-        return {(key, f): int(client.hget(key, f) or 0) for key, f in truth}
+    def counts() -> dict[tuple[str, str], float]:
+        return {(key, f): float(client.hget(key, f) or 0) for key, f in truth}
 
-    def counted() -> int:
+    def counted() -> float:
         return sum(counts().values())
 
     def produce(part: Sequence[bytes]) -> None:
@@ -184,19 +189,20 @@ def kill_feedback(
             produce(slices[i + 1])
             until(lambda after_kill=after_kill: counted() > after_kill, "the restarted feedback worker")  # type: ignore[misc]
             recoveries.append(time.time() - killed_at)
-        until(lambda: counted() >= total, "every feedback event to be counted")
+        until(lambda: counted() >= total - COUNT_TOLERANCE, "every feedback event to be counted")
         time.sleep(settle_s)  # any redelivery still in flight would land now
         got = counts()
     finally:
         proc.kill()
         proc.wait()
     worst, p50 = recovery(recoveries)
+    off = [got[k] - n for k, n in truth.items() if abs(got[k] - n) > COUNT_TOLERANCE]
     return Result(
         scenario=name,
         posts=len(events),
-        lost=sum(max(0, n - got[k]) for k, n in truth.items()),
-        duplicates=sum(max(0, got[k] - n) for k, n in truth.items()),
-        disagreeing=sum(got[k] != n for k, n in truth.items()),
+        lost=sum(math.ceil(-d) for d in off if d < 0),
+        duplicates=sum(math.ceil(d) for d in off if d > 0),
+        disagreeing=len(off),
         degraded=0,
         recovery_s=worst,
         recovery_p50_s=p50,

@@ -138,6 +138,8 @@ ReasonCode = Literal[
     "degraded",
     "text_truncated",
     "text_language",
+    "sender_signals",
+    "reports_only",
 ]
 
 

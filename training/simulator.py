@@ -22,7 +22,15 @@ feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has
   accounts post templated copies of one text (a spam text, or in half of them a harmless
   one as bait: coordination is what makes them spam) with a path of their own on one new
   domain, all by one scripted journey; viral links, one new URL on an established domain
-  shared by many accounts in their own words; greetings, near-copies without a link.
+  shared by many accounts in their own words (short reactions collide: "wow", "read this");
+  share-button waves, one fixed sentence with each sharer's own link on a well-known host;
+  release notes, a few sentences from many accounts, each linking its own page on a shared
+  host (``github.com/<user>``); greetings, near-copies without a link. A quarter of the
+  campaigns reuse a share button's sentence, pointing at their own new domain, and 30% fake a
+  human-paced journey per account instead of replaying one script.
+* Reports are weighted sums of distinct reporters (workers/reputation.py): honest reports come
+  from reporters with a record, and 2% of ordinary accounts and 3% of ordinary domains carry a
+  brigade of tens to hundreds of throwaway reporters, who weigh almost nothing each.
 """
 
 from __future__ import annotations
@@ -54,11 +62,31 @@ VIRAL_LINK_P = 0.15  # ham links to a few URLs that many users share
 # Waves (per draw of a text of their label; a wave stands for its size in draws): about 15%
 # of spam posts are campaign waves, 7% of ham posts viral links and 4% greeting waves.
 CAMPAIGN_WAVE_P = 0.005
-VIRAL_WAVE_P = 0.002
-GREETING_WAVE_P = 0.001
+# Ham waves, by kind: the chance a ham draw starts one.
+HAM_WAVE_P = {"viral": 0.002, "share": 0.001, "release": 0.0005, "greeting": 0.001}
 WAVE_SIZE = (20, 60)
 WAVE_GAP_S = 30.0  # mean time between a wave's posts
-WAVES = ("campaign", "viral", "greeting")
+WAVES = ("campaign", *HAM_WAVE_P)
+REACTIONS = ("wow", "read this", "finally", "this.", "huh", "must read", "interesting", "ok wow", "yes!!")
+REACTION_P = 0.15  # a viral sharer who writes only a short reaction, which others write too
+# What share buttons write: one sentence for everyone, each with the sharer's own link.
+SHARE_BUTTONS = (
+    "Check out this video on YouTube: https://www.youtube.com/watch?v={}",
+    "I just shared a clip https://youtu.be/{}",
+    "Interesting read on BBC News: https://www.bbc.co.uk/news/articles/{}",
+    "Look at this on Amazon https://www.amazon.com/dp/{}",
+)
+CAMPAIGN_BUTTON_P = 0.25  # campaigns that reuse a share button's sentence for their own domain
+CAMPAIGN_HUMAN_PACE_P = 0.3  # campaigns whose accounts each fake a human-paced journey (no script to see)
+RELEASE_NOTES = (
+    "Released v{v} of my little parser, changelog here: https://github.com/{user}/parser/releases",
+    "New version {v} is out, notes: https://github.com/{user}/tools/blob/main/CHANGELOG.md",
+    "Shipped {v} today! https://gitlab.com/{user}/cli/-/releases",
+    "just tagged v{v}, release notes https://github.com/{user}/lib/releases/tag/v{v}",
+    "Version {v} of my theme is up: https://github.com/{user}/theme",
+)
+BRIGADED_USER_P, BRIGADED_DOMAIN_P = 0.02, 0.03
+THROWAWAY_WEIGHT = 0.02  # a reporter without a record (workers/reputation.py)
 HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
 
 
@@ -86,6 +114,16 @@ def pick(rng: np.random.Generator, items: Sequence[str]) -> str:
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float) -> float:
     return float(rng.lognormal(np.log(median), sigma))
+
+
+def _reports(rng: np.random.Generator, honest: float, brigade_p: float) -> float:
+    """Weighted distinct reporters: ``honest`` (mean count) from reporters with a record of mostly
+    confirmed reports, and now and then a brigade of throwaways (which an ordinary account draws as
+    easily as a spammer)."""
+    weight = float(rng.poisson(honest) * rng.beta(6, 2))
+    if rng.random() < brigade_p:
+        weight += THROWAWAY_WEIGHT * int(rng.integers(20, 300))
+    return weight
 
 
 class Simulator:
@@ -140,7 +178,11 @@ class Simulator:
                 "verified": float(r.random() < {"normal": 0.06, "new": 0.01, "compromised": 0.05}.get(kind, 0.005)),
                 "posts": posts,
                 "spam_posts": r.binomial(posts, spam_rate),
-                "reports": r.poisson({"normal": 0.5, "new": 0.4, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind]),
+                "reports": _reports(
+                    r,
+                    {"normal": 0.3, "new": 0.3, "bot": 1.5, "sleeper": 0.8, "compromised": 1.0}[kind],
+                    BRIGADED_USER_P if kind in ("normal", "new") else 0.0,
+                ),
                 "email_disposable": float(r.random() < {"new": 0.12, "bot": 0.3, "sleeper": 0.1}.get(kind, 0.04)),
             },
             known_p=known_p,
@@ -157,7 +199,7 @@ class Simulator:
                 "created_at": self.now - (_lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)) * DAY,
                 "reputation": r.beta(3, 4) if spam else r.beta(5, 2),
                 "posts": int(_lognormal(r, 80 if spam else 300, 1.5)),
-                "reports": r.poisson(2.5 if spam else 0.8),
+                "reports": _reports(r, 2.5 if spam else 0.5, 0.0 if spam else BRIGADED_DOMAIN_P),
             },
             known_p=0.82 if spam else 0.9,
         )
@@ -272,24 +314,48 @@ class Simulator:
         times = np.minimum(start + np.cumsum(r.exponential(WAVE_GAP_S, size)), self.now)
         if kind == "campaign":
             # Fresh accounts (many unknown to the platform), one new domain, one script.
-            template = example.text if r.random() < 0.5 else ham[r.integers(len(ham))].text
-            words = template.split()[:40]
-            variants = [" ".join(words[: len(words) - int(r.integers(0, 3))]) for _ in range(r.integers(1, 17))]
-            users = [("bot", self._user("bot", known_p=0.5)) for _ in range(size)]
             domain = self._domain(spam=True, i=self.seq)
-            journey = self._journey("bot")
+            if r.random() < CAMPAIGN_BUTTON_P:  # a share button's sentence, pointing at the campaign's domain
+                button = pick(r, SHARE_BUTTONS)
+                variants = [f"{button.split('http')[0]}https://{domain}/{{}}"]
+            else:
+                template = example.text if r.random() < 0.5 else ham[r.integers(len(ham))].text
+                words = template.split()[:40]
+                variants = [
+                    " ".join(words[: len(words) - int(r.integers(0, 3))]) + f" https://{domain}/{{}}"
+                    for _ in range(r.integers(1, 17))
+                ]
+            users = [("bot", self._user("bot", known_p=0.5)) for _ in range(size)]
+            # One script replayed by every account, or (a careful campaign) a human pace of its own each.
+            script = self._journey("bot") if r.random() > CAMPAIGN_HUMAN_PACE_P else None
             out = []
             for t, user in zip(times, users, strict=True):
-                text = f"{variants[r.integers(len(variants))]} https://{domain}/{self._id('c')}"
+                text = variants[r.integers(len(variants))].format(self._id("c"))
                 sim = self.post(Example(example.id, text, 1), float(t), user, [])
+                journey = self._journey("new") if script is None else script
                 out.append(SimPost(sim.event.model_copy(update={"journey": journey}), 1, kind))
             return out
         if kind == "viral":  # one new URL on an established domain, each sharer in their own words
             url = self._url(pick(r, self.ham_domains), spam=False)
+
+            def said() -> Example:
+                return Example("", pick(r, REACTIONS), 0) if r.random() < REACTION_P else ham[r.integers(len(ham))]
+
+            return [SimPost(self.post(said(), float(t), self._sharer(), [url]).event, 0, kind) for t in times]
+        if kind == "share":  # one button's sentence, each sharer's own link on a well-known host
+            button = pick(r, SHARE_BUTTONS)
+            shares = [Example("", button.format(self._id("v")), 0) for _ in times]
             return [
-                SimPost(self.post(ham[r.integers(len(ham))], float(t), self._sharer(), [url]).event, 0, kind)
-                for t in times
+                SimPost(self.post(e, float(t), self._sharer(), []).event, 0, kind)
+                for e, t in zip(shares, times, strict=True)
             ]
+        if kind == "release":  # a few sentences, each author's own page on a shared host
+            out = []
+            for t in times:
+                user = self._sharer()
+                note = pick(r, RELEASE_NOTES).format(v=f"{r.integers(0, 9)}.{r.integers(0, 20)}", user=user[1])
+                out.append(SimPost(self.post(Example("", note, 0), float(t), user, []).event, 0, kind))
+            return out
         return [  # greetings: near-copies of one text, no link
             SimPost(
                 self.post(
@@ -303,6 +369,16 @@ class Simulator:
             )
             for t in times
         ]
+
+    def _wave_kind(self, label: int) -> str:
+        """The wave a draw of a text of ``label`` starts, or "" for none."""
+        chances = {"campaign": CAMPAIGN_WAVE_P} if label else HAM_WAVE_P
+        at, below = self.rng.random(), 0.0
+        for kind, p in chances.items():
+            below += p
+            if at < below:
+                return kind
+        return ""
 
     def _sharer(self) -> tuple[str, str]:
         """Anyone, often an account so new that the platform knows nothing of it yet."""
@@ -328,12 +404,7 @@ class Simulator:
                 owed[ex.label] -= 1
                 continue
             size = min(n - len(out), 2 + int(r.poisson(4)))
-            wave = r.random()
-            kind = (
-                ("campaign" if wave < CAMPAIGN_WAVE_P else "")
-                if ex.label
-                else ("viral" if wave < VIRAL_WAVE_P else "greeting" if wave < VIRAL_WAVE_P + GREETING_WAVE_P else "")
-            )
+            kind = self._wave_kind(ex.label)
             if kind:
                 posts = self._wave(kind, ex, ham, start)[: n - len(out)]
                 out += posts

@@ -3,7 +3,7 @@ so pure logic is tested with in-memory fakes and the real adapters are tested ag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -13,7 +13,7 @@ import numpy.typing as npt
 from workers.keyspace import Keyspace
 from workers.profiles.contract import ProfileWrite
 from workers.records import InMsg
-from workers.reputation import Applied, Bans, Plan
+from workers.reputation import Applied, Bans, Plan, Reporters
 from workers.signals import Plan as SignalPlan
 
 
@@ -120,6 +120,10 @@ class ReputationStore(Protocol):
 
     @property
     def keyspace(self) -> Keyspace: ...
+
+    async def reporters(self, actors: Collection[str], posts: Collection[str]) -> Reporters:
+        """The records of ``actors`` and who reported ``posts``, in one round trip (none when both are empty)."""
+        ...
 
     async def apply(self, plan: Plan) -> Applied:
         """Apply each change of the batch at most once (atomically with its applied-marker), in

@@ -26,6 +26,12 @@ E2E_SECONDS = Histogram(
     "modstream_end_to_end_seconds", "Produce timestamp to verdict delivered", buckets=_FAST + _BACKLOG
 )
 DEGRADED = Counter("modstream_degraded_total", "Verdicts decided without a dependency", ["cause"])
+DECISION_RULES = Counter(
+    "modstream_decision_rules_total",
+    "Verdicts a rule of the decide stage moved from the model's own decision, by the rule's reason code "
+    "(campaign, sender_signals, reports_only)",
+    ["rule"],
+)
 CACHE_HITS = Counter("modstream_text_cache_hits_total", "Text scores served from the campaign cache")
 RECORD_FAILURES = Counter(
     "modstream_record_failures_total", "Records a step failed on, dead-lettered instead of failing the batch", ["stage"]

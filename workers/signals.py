@@ -17,14 +17,19 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   expires two windows after it was created, so memory follows the traffic of two windows.
 * First sightings keep the earliest ``created_at`` of a URL (a domain) over the current
   and the previous 2-day (30-day) bucket; a post sees the earlier of that and its own time.
-* Campaign signals compare texts with their links reduced to the registrable domain
-  (:func:`workers.urls.reduce_links`), so a unique path per copy does not hide a copy; per
-  domain the stream counts the distinct users of short windows, the distinct text
-  fingerprints (a campaign's users repeat a few texts, sharers write their own), the users
-  who came by the same UI journey (step names and bucketed gaps) and the days it was seen on.
-* What a post saw is kept under its id for the redelivery window (its snapshot): a
+* Campaign signals compare texts with their links reduced to their site
+  (:func:`workers.urls.site`: the registrable domain, so a unique path per copy does not hide a
+  copy; but a user's own page on a shared host, or the link itself on a well-known host, so a
+  share button's sentence with each sharer's own link is no copy). Per site the stream counts
+  the distinct users of the hour, the distinct text fingerprints (a campaign's users repeat a
+  few texts, sharers write their own) and the users who came by the same UI journey (step
+  names and bucketed gaps); per domain, the distinct users of short windows and the days it
+  was seen on (popularity, which never counts against a post).
+* What a post saw is kept under its id and the digest of what it counts (its snapshot): a
   redelivered post gets exactly the values of its first delivery and counts nothing
-  again, even when other posts arrived in between. This is what makes counting idempotent.
+  again, even when other posts arrived in between. This is what makes counting idempotent;
+  another post that reuses the id (a platform's id clash, a replay of edited records) is
+  counted as the post it is.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ _MIX = 1_000_003  # combines two 32-bit word hashes into a bigram hash: < 2**63
 # A campaign's near-copies share their opening; hashing an e-mail-length text in full costs ~1 ms.
 MAX_WORDS = 128
 _BAND = "band"  # the per-band counts behind campaign_neardup_users_24h
-_TEXTS = "domain_texts_1h"  # distinct text fingerprints per domain, behind campaign_domain_copies_1h
+_TEXTS = "site_texts_1h"  # distinct text fingerprints per site, behind campaign_domain_copies_1h
+_SHARERS = "site_users_1h"  # distinct users per site, behind campaign_domain_copies_1h
 # A text's fingerprint ignores what templating varies: digits, punctuation, case, spacing.
 _TEMPLATED = re.compile(r"[\W\d_]+")
 _rng = np.random.default_rng(20261123)  # fixed: every worker and the simulator agree on bands
@@ -100,10 +106,10 @@ class FirstSeen:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Everything one post reads and writes; its snapshot keeps what it saw, under its id."""
+    """Everything one post reads and writes; its snapshot keeps what it saw, under :attr:`field`."""
 
-    snapshot: str  # hash key; the field is ``post_id``
-    post_id: str
+    snapshot: str  # hash key
+    field: str  # the post's id and a digest of what it counts
     snapshot_ttl_s: int
     counts: tuple[Count, ...]
     first_seen: tuple[FirstSeen, ...]
@@ -127,10 +133,6 @@ def _bucket(t: int, window: int) -> int:
 
 def normalised(text: str) -> str:
     return " ".join(text.lower().split())
-
-
-def text_hash(text: str) -> str:
-    return f"{zlib.crc32(normalised(text).encode()):08x}"
 
 
 def fingerprint(text: str) -> str:
@@ -206,8 +208,9 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
             count("domain_users_24h", "du", link.domain, DAY, user),
             count("domain_users_10m", "du", link.domain, MINUTES, user),
             count("domain_users_1h", "du", link.domain, HOUR, user),
-            count(_TEXTS, "dt", link.domain, HOUR, fingerprint(text)),
-            count("campaign_journey_users_1h", "dj", f"{link.domain} {journey_fingerprint(post)}", HOUR, user),
+            count(_SHARERS, "su", link.site, HOUR, user),
+            count(_TEXTS, "dt", link.site, HOUR, fingerprint(text)),
+            count("campaign_journey_users_1h", "dj", f"{link.site} {journey_fingerprint(post)}", HOUR, user),
             count("domain_days_30d", "dd", link.domain, ESTABLISHED_WINDOW, f"{_bucket(t, DAY):0{TOKEN_HEX}x}"),
         ]
         firsts = [
@@ -215,7 +218,9 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
             first("domain_first_seen", "df", link.domain, DOMAIN_FIRST_SEEN_WINDOW),
         ]
     snapshot = ks.signal(f"snap:{snapshot_ttl_s}:{_bucket(t, snapshot_ttl_s)}")
-    return Plan(snapshot, e.post_id, 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)
+    counted = "\0".join(f"{c.key} {c.field} {c.member}" for c in counts) + "".join(f.field for f in firsts)
+    digest = hashlib.blake2b(counted.encode(), digest_size=TOKEN_HEX // 2).hexdigest()  # unique: not via token's cache
+    return Plan(snapshot, f"{e.post_id}/{digest}", 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)
 
 
 # The signal features, in contract order; a post without a link has no URL or domain signals,
@@ -250,8 +255,8 @@ def values(p: Plan, returned: Sequence[float]) -> tuple[float, ...]:
     near = [seen[c.feature] for c in p.counts if c.feature.startswith(_BAND)]
     out = dict(seen)
     out["campaign_neardup_users_24h"] = max(near) if near else math.nan  # the most-shared band
-    if _TEXTS in seen:  # the domain's users in the hour who repeated a text already seen on it
-        out["campaign_domain_copies_1h"] = max(0.0, seen["domain_users_1h"] - seen[_TEXTS])
+    if _TEXTS in seen:  # the site's users in the hour who repeated a text already seen on it
+        out["campaign_domain_copies_1h"] = max(0.0, seen[_SHARERS] - seen[_TEXTS])
     for f in p.first_seen:
         out[f"{f.feature}_hours"] = max(0.0, (p.created_at - seen[f.feature]) / HOUR)
     return tuple(out.get(name, math.nan) for name in SIGNALS)
@@ -271,7 +276,7 @@ class MemorySignals:
         """Per plan, the values in :attr:`Plan.features` order."""
         out = []
         for p in plans:
-            if (p.snapshot, p.post_id) not in self.snapshots:
+            if (p.snapshot, p.field) not in self.snapshots:
                 seen: list[float] = []
                 for c in p.counts:
                     where = (c.key, c.field)
@@ -287,6 +292,6 @@ class MemorySignals:
                     here = self.first.get((f.key, f.field))
                     seen.append(min(x for x in (here, self.first.get((f.previous, f.field)), f.at) if x is not None))
                     self.first[f.key, f.field] = min(here if here is not None else f.at, f.at)
-                self.snapshots[p.snapshot, p.post_id] = seen
-            out.append(self.snapshots[p.snapshot, p.post_id])
+                self.snapshots[p.snapshot, p.field] = seen
+            out.append(self.snapshots[p.snapshot, p.field])
         return out

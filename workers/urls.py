@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.resources import files
 from urllib.parse import urlsplit
 
 import idna
@@ -35,6 +36,36 @@ _BARE = (
 _LINK = re.compile(rf"(?P<url>{_URL})|(?P<bare>{_BARE})", re.I)
 _TRAILING = ".,;:!?*"
 
+# Shared hosts where a path names one user's own space (``github.com/<user>``, ``youtube.com/@<user>``):
+# a link there is that user's content, not the host's, so a burst of people linking their own pages
+# is not many accounts pointing at one site.
+_SEGMENT = r"[^/?#]+"
+USER_PATHS: dict[str, re.Pattern[str]] = {
+    host: re.compile(rf"/({pattern})", re.I)
+    for host, pattern in {
+        "github.com": _SEGMENT,
+        "gitlab.com": _SEGMENT,
+        "codeberg.org": _SEGMENT,
+        "bitbucket.org": _SEGMENT,
+        "huggingface.co": _SEGMENT,
+        "youtube.com": rf"@{_SEGMENT}|(?:c|channel|user)/{_SEGMENT}",
+        "medium.com": rf"@{_SEGMENT}",
+        "tiktok.com": rf"@{_SEGMENT}",
+        "twitter.com": _SEGMENT,
+        "x.com": _SEGMENT,
+        "instagram.com": _SEGMENT,
+        "facebook.com": _SEGMENT,
+        "linkedin.com": rf"in/{_SEGMENT}",
+        "reddit.com": rf"(?:u|user|r)/{_SEGMENT}",
+    }.items()
+}
+# Popular and institutional registrable domains (workers/data/DATA_CARD.md), and the shared hosts above.
+WELL_KNOWN: frozenset[str] = frozenset(
+    line
+    for line in files("workers.data").joinpath("well_known_domains.txt").read_text().split("\n")
+    if line and not line.startswith("#")
+) | frozenset(USER_PATHS)
+
 
 @dataclass(frozen=True, slots=True)
 class Link:
@@ -43,6 +74,19 @@ class Link:
     domain: str  # registrable domain (or the IP / bare host when there is none)
     suffix: str
     subdomain_depth: int
+    site: str  # whose content it is: see :func:`site`
+
+
+def site(domain: str, path: str, query: str) -> str:
+    """What a link's stream signals count it under. A user's own page on a shared host is that
+    user's site (``github.com/alice``); on a well-known host each link is its own content (a video, an
+    article: a share button's distinct links are not copies); elsewhere the registrable domain, which
+    whoever runs it controls, paths and all."""
+    if (pattern := USER_PATHS.get(domain)) is not None and (m := pattern.match(path)):
+        return f"{domain}/{m.group(1).lower()}"
+    if domain in WELL_KNOWN:
+        return f"{domain}{path.rstrip('/')}{query}"
+    return domain
 
 
 @lru_cache(maxsize=65_536)
@@ -87,7 +131,7 @@ def _normalise(raw: str) -> Link | None:
     path = parts.path or ""
     query = f"?{parts.query}" if parts.query else ""
     suffix = domain.partition(".")[2] if "." in domain and not domain[-1].isdigit() else ""
-    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, suffix, depth)
+    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, suffix, depth, site(domain, path, query))
 
 
 def _link(m: re.Match[str]) -> Link | None:
@@ -114,17 +158,18 @@ def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
 
 
 def reduce_links(text: str) -> str:
-    """``text`` with each link replaced by its registrable domain: copies of a campaign that
-    differ only in their link paths (one per copy, to track or to dodge filters) read the same."""
+    """``text`` with each link replaced by its :func:`site`: copies of a campaign that differ only in
+    their link paths on its own domain (one per copy, to track or to dodge filters) read the same;
+    a share button's sentence with each sharer's own video or repository does not."""
     text = defang(text)
     if "." not in text:
         return text
 
-    def domain(m: re.Match[str]) -> str:
+    def reduced(m: re.Match[str]) -> str:
         link = _link(m)
-        return link.domain if link else m.group(0)
+        return link.site if link else m.group(0)
 
-    return _LINK.sub(domain, text)
+    return _LINK.sub(reduced, text)
 
 
 @lru_cache(maxsize=65_536)

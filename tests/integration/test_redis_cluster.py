@@ -107,11 +107,15 @@ async def test_feedback_on_a_cluster_counts_once_and_bans_reach_the_ban_list(
     store = RedisReputationStore(redis_cluster, 2.0, ks, reputation_step=0.1, applied_ttl_s=3600, layout=LAYOUT)
     reader = RedisStore(redis_cluster, 2.0, LAYOUT)
     events = {f"feedback:0:{i}": FeedbackEvent.model_validate_json(spam_label(i, 3)) for i in range(30)}
+    # A moderator's label of p0, which mod0 reported earlier in the batch: it marks mod0's record.
+    events["label"] = FeedbackEvent.model_validate_json(spam_label(1, 3)).model_copy(update={"post_id": "p0"})
     batch = plan(events, ks)
     try:
         first = await store.apply(batch)
         counted = {k: await cluster.hgetall(k) for k in {key for key, _ in batch.increments}}
-        assert {(k, f): int(counted[k][f]) for k, f in batch.increments} == batch.increments
+        # Reports count once per reporter and target, weighted: as Plan.increments counts them.
+        assert {(k, f): float(counted[k][f]) for k, f in batch.increments} == pytest.approx(batch.increments)
+        assert first.repeated and await cluster.hgetall(ks.reporter("mod0")) == {"confirmed": "1"}
         again = await store.apply(batch)
         assert (first.duplicates, again.duplicates) == (0, len(batch.changes))
         assert {k: await cluster.hgetall(k) for k in counted} == counted

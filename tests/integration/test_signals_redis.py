@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from modstream.stack import Endpoints
 from tests.unit.test_signals import T0, post
 from workers import signals
 from workers.adapters.redis_store import RedisStore
 from workers.keyspace import Keyspace
+from workers.records import InMsg
 from workers.signals import HOUR, MemorySignals
+from workers.stages.validate import validate
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +79,49 @@ async def test_a_batch_reads_every_profile_hash_in_its_round_trip(stack: Endpoin
         assert await store.enrich([], []) == ([], [])
     finally:
         await store.close()
+
+
+# What the tolerant input contract accepts, in the corners that once made a batch's counting fail:
+# integer and Unicode ids, ids that collide, long ids, epoch times, posts without an IP.
+_IDS = st.sampled_from([12345, "12345", "pöst", "p" * 129, "a/b=+", 7])
+_EVENTS = st.fixed_dictionaries(
+    {
+        "post_id": _IDS,
+        "user_id": st.sampled_from(["u1", 42, "üser"]),
+        "created_at": st.sampled_from(["2026-11-23T10:00:00Z", 1795255200000, 1795255200, "2026-11-23T10:30:00+05:30"]),
+        "text": st.sampled_from(["hello", "win big https://promo.example/x", "see https://github.com/alice/repo", ""]),
+    },
+    optional={
+        "urls": st.lists(st.sampled_from(["https://x.example/p", "https://www.youtube.com/watch?v=1"]), max_size=2),
+        "ip": st.sampled_from(["192.0.2.7", "2001:db8::1"]),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_EVENTS, min_size=1, max_size=12))
+def test_every_accepted_post_gets_exactly_the_signals_it_asked_for(
+    stack: Endpoints, events: list[dict[str, object]]
+) -> None:
+    """Property: for any batch the contract accepts, Redis answers each post with one value per
+    signal, exactly as the reference does, and a redelivery sees the same."""
+    posts, _ = validate([InMsg("posts", 0, i, None, json.dumps(e).encode(), 0.0) for i, e in enumerate(events)])
+    ks = Keyspace(f"prop-{uuid.uuid4().hex[:8]}:")
+
+    async def count() -> tuple[list[list[float]], list[list[float]]]:
+        store = RedisStore(stack.redis_url, 2.0)
+        try:
+            first = (await store.enrich([], signals.plans(posts, ks, 600)))[1]
+            return first, (await store.enrich([], signals.plans(posts, ks, 600)))[1]
+        finally:
+            await store.close()
+
+    try:
+        first, again = asyncio.run(count())
+        plans = signals.plans(posts, ks, 600)
+        assert first == again == MemorySignals().run(plans)
+        assert all(len(signals.values(p, s)) == len(signals.SIGNALS) for p, s in zip(plans, first, strict=True))
+    finally:
+        r = redis.Redis.from_url(stack.redis_url)
+        for key in r.scan_iter(match=f"{ks.prefix}*"):
+            r.delete(key)

@@ -134,28 +134,28 @@ def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
         verdicts = run_worker(settings, records, timeout_s=240).outcomes.verdicts
     got = {w: [verdicts[str(e["post_id"])] for e in posts[w]] for w in WAVES}
     for w in WAVES:
-        print(w, _table(got[w][:20]), _table(got[w][-20:]))
+        print(w, table(got[w][:20]), table(got[w][-20:]))
     campaign = got["campaign"][9:]  # from its 10th post
     stopped = sum(v.decision != "allow" for v in campaign) / len(campaign)
     blocked = sum(v.decision == "block" for v in campaign) / len(campaign)
-    assert stopped >= 0.9 and blocked >= 0.5, _explain(campaign)
+    assert stopped >= 0.9 and blocked >= 0.5, explain(campaign)
     # Each post the campaign signals decided (blocked below the model's own block threshold) names the one
     # that did; a post the text alone blocks need not.
     block_at = DecisionModelCard.load(models.bundle / "decision").thresholds.block
     by_campaign = [v for v in campaign if v.decision == "block" and v.score < block_at]
-    assert all(v.reasons[0].code == "campaign" and "decided it" in v.reasons[0].detail for v in by_campaign), _explain(
+    assert all(v.reasons[0].code == "campaign" and "decided it" in v.reasons[0].detail for v in by_campaign), explain(
         by_campaign
     )
     news = got["news"]
-    assert not [v for v in news if v.decision == "block"], _explain(news)
-    assert sum(v.decision == "review" for v in news) <= 0.05 * len(news), _explain(news)
-    assert not [v for v in got["greeting"] if v.decision == "block"], _explain(got["greeting"])
+    assert not [v for v in news if v.decision == "block"], explain(news)
+    assert sum(v.decision == "review" for v in news) <= 0.05 * len(news), explain(news)
+    assert not [v for v in got["greeting"] if v.decision == "block"], explain(got["greeting"])
 
 
-def _table(vs: list[Verdict]) -> str:
+def table(vs: list[Verdict]) -> str:
     c = Counter(v.decision for v in vs)
     return f"{c['allow']} / {c['review']} / {c['block']}"
 
 
-def _explain(vs: list[Verdict]) -> str:
+def explain(vs: list[Verdict]) -> str:
     return "\n".join(f"{v.post_id} {v.decision} {v.score:.3f} {[r.detail for r in v.reasons]}" for v in vs)

@@ -9,7 +9,7 @@ from training.decision import choose_thresholds, evaluate
 from workers.cards import Thresholds
 from workers.features import DIRECTIONS, FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
 from workers.signals import SIGNALS
-from workers.stages.decide import DecisionModel, Unavailable, judge, top_reasons
+from workers.stages.decide import DecisionModel, Unavailable, coordination, judge, top_reasons
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:
@@ -146,6 +146,7 @@ def test_a_verdict_the_campaign_signals_decided_gets_the_campaign_action_and_nam
     contrib = np.zeros(len(FEATURES))
     at = FEATURES.index("campaign_journey_users_1h")
     row[at], contrib[at] = 31.0, 4.0
+    row[FEATURES.index("journey_steps")] = 3.0  # a scripted UI journey (no steps is no script)
     model.bias = -3.0  # allow without the campaign's push (-3 -> 0.05), review with it (+1 -> 0.73)
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
     for action in ("review", "block"):
@@ -230,3 +231,92 @@ def test_the_block_cut_holds_its_precision_for_posts_without_text_scores() -> No
     with_text = fitted.predict(x[valid]) >= guarded.thresholds.block
     assert y[valid][with_text].mean() >= 0.99 and with_text.sum() > 0.9 * y[valid].sum()  # text still blocks
     assert guarded.thresholds.allow <= guarded.thresholds.block
+
+
+def _judged(model, row, contrib):  # type: ignore[no-untyped-def]
+    prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
+    return model.thresholds.classify(prob), judge(model, row, prob, contrib, "block")
+
+
+def test_coincidental_copies_in_a_crowd_leave_the_texts_pull_and_a_campaigns_copies_do_not() -> None:
+    """Coordination is graded: two matching reactions among sixty sharers change nothing (the crowd
+    twin of the harmless-text test above); twenty copies among twenty accounts discount the text."""
+    model = tiny_decision_model()
+    model.bias = 0.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    names = ("campaign_domain_copies_1h", "domain_users_1h", "text_spam_prob")
+    copies, users, text = (FEATURES.index(f) for f in names)
+    row[copies], contrib[copies] = 2.0, 1.7
+    row[users] = 60.0
+    row[text], contrib[text] = 0.02, -3.5
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == decision == "allow" and reasons[0].code != "campaign"
+    row[copies], row[users] = 20.0, 21.0
+    assert _judged(model, row, contrib)[1][0] == "block"
+
+
+@pytest.mark.parametrize(("steps", "expected"), [(3.0, 1.0), (0.0, 0.0)])
+def test_a_shared_journey_counts_as_coordination_only_when_the_post_has_ui_steps(steps: float, expected: float) -> None:
+    """Many platforms send no journey: posts without steps all share the empty one, which is no script."""
+    row = np.full(len(FEATURES), np.nan)
+    row[FEATURES.index("campaign_journey_users_1h")], row[FEATURES.index("domain_users_1h")] = 30.0, 30.0
+    row[FEATURES.index("journey_steps")] = steps
+    assert coordination(row) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [(0.65, "review"), (0.3, "allow")])
+def test_a_human_paced_journey_cannot_allow_a_post_its_text_calls_spam(text: float, expected: str) -> None:
+    """The journey is reported by the client, so a script can type at a human pace: it may lower the
+    score, never to an allow for a text that reads as spam; an ordinary text with the same journey stays allowed."""
+    model = tiny_decision_model()
+    model.bias = 0.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("text_spam_prob")], contrib[FEATURES.index("text_spam_prob")] = text, 0.6
+    for name in ("journey_total_ms", "journey_min_gap_ms"):
+        row[FEATURES.index(name)], contrib[FEATURES.index(name)] = 4000.0, -1.8
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "allow" and decision == expected
+    assert (reasons[0].code == "sender_signals") == (expected != "allow")
+
+
+@pytest.mark.parametrize(("text_push", "expected"), [(0.0, "review"), (3.0, "block")])
+def test_reports_alone_never_block(text_push: float, expected: str) -> None:
+    """300 reports lift a post at most to review; with evidence from the post itself it can still block."""
+    model = tiny_decision_model()
+    model.bias = -1.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("user_reports")], contrib[FEATURES.index("user_reports")] = 300.0, 3.0
+    row[FEATURES.index("text_spam_prob")], contrib[FEATURES.index("text_spam_prob")] = 0.5, text_push
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "block" and decision == expected
+    assert (reasons[0].code == "reports_only") == (expected == "review")
+
+
+def test_a_campaign_typing_at_a_human_pace_cannot_buy_an_allow_with_its_journey() -> None:
+    """The journey is the senders' choice as much as the text: in a coordinated wave both pulls are
+    discounted; the same journey in a crowd with a coincidental copy keeps its pull."""
+    model = tiny_decision_model()
+    model.bias = -1.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    names = ("campaign_domain_copies_1h", "domain_users_1h", "journey_total_ms", "journey_steps")
+    copies, users, pace, steps = (FEATURES.index(f) for f in names)
+    row[copies], contrib[copies] = 20.0, 3.0
+    row[users], row[steps] = 21.0, 4.0
+    row[pace], contrib[pace] = 9000.0, -3.5
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "allow" and decision == "block" and "decided it" in reasons[0].detail
+    row[copies], row[users] = 1.0, 60.0
+    assert _judged(model, row, contrib)[1][0] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("history", "value", "expected"), [("domain_days_30d", 12.0, 0.5), ("domain_age_days", 4000.0, 0.5), (None, 0, 1.0)]
+)
+def test_copies_weigh_half_on_a_domain_with_a_history(history: str | None, value: float, expected: float) -> None:
+    """A petition or a meme on a site people have shared for years is where crowds gather; a campaign's
+    new domain has no history."""
+    row = np.full(len(FEATURES), np.nan)
+    row[FEATURES.index("campaign_domain_copies_1h")], row[FEATURES.index("domain_users_1h")] = 30.0, 30.0
+    if history is not None:
+        row[FEATURES.index(history)] = value
+    assert coordination(row) == expected

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import ssl
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +18,20 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from faust.types.tuples import Message
+from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
 from modstream.cli import app
+from tests.unit.fakes import FakeSink
 from workers.config import Settings
+from workers.delivery import DeadLetters
+from workers.feedback import FeedbackSettings
 from workers.feedback.app import apply
+from workers.feedback.handler import FeedbackHandler
 from workers.feedback.security import OidcTokens, broker_credentials
+from workers.keyspace import Keyspace
 from workers.records import InMsg
+from workers.reputation import Applied, Bans, Plan, ReporterRecord, Reporters
 from workers.startup import EXIT_MISCONFIGURED, Misconfigured
 
 
@@ -174,6 +183,59 @@ async def test_a_graceful_stop_mid_batch_commits_nothing_of_it() -> None:
         await task
     faust_acks(messages, consumer)
     assert consumer.acked == []  # the batch comes again after the restart
+
+
+class Reputation:
+    """The reputation store as far as the handler goes: what it was asked, and fixed answers."""
+
+    keyspace = Keyspace("t:")
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[set[str], set[str]]] = []
+        self.plans: list[Plan] = []
+
+    async def reporters(self, actors: Collection[str], posts: Collection[str]) -> Reporters:
+        self.asked.append((set(actors), set(posts)))
+        return Reporters({"trusted": ReporterRecord(confirmed=20)}, {"p2": frozenset({"r0"})})
+
+    async def apply(self, plan: Plan) -> Applied:
+        self.plans.append(plan)
+        return Applied({}, {}, 0, {"post": 1, "confirmed": 1}, {"user": 2, "post": 1}, (0.5,))
+
+    async def ban(self, bans: Bans) -> tuple[int, int]:
+        return 0, 0
+
+
+def feedback_record(offset: int, kind: str, post_id: str, actor_id: str) -> InMsg:
+    fields = {"kind": kind, "post_id": post_id, "user_id": "u1", "actor_id": actor_id, "label": "spam"}
+    value = json.dumps({**fields, "created_at": "2026-01-01T00:00:00Z"}).encode()
+    return InMsg("feedback", 0, offset, None, value, 0.0)
+
+
+def why_reports_weighed() -> list[float]:
+    """Reports repeated on a user, reporters confirmed, and report weights observed, so far."""
+    samples = [
+        ("modstream_feedback_reports_repeated_total", {"target": "user"}),
+        ("modstream_feedback_reporters_judged_total", {"outcome": "confirmed"}),
+        ("modstream_feedback_report_weight_count", {}),
+    ]
+    return [REGISTRY.get_sample_value(name, labels) or 0.0 for name, labels in samples]
+
+
+async def test_the_handler_weighs_reports_by_records_read_before_the_batch_and_counts_why() -> None:
+    store = Reputation()
+    dlq = DeadLetters("fb.dlq", "g", 10_000)
+    handler = FeedbackHandler(store, FakeSink(), dlq, FeedbackSettings().thresholds(), 1.0, 1.0)
+    before = why_reports_weighed()
+    await handler.handle(
+        [feedback_record(0, "user_report", "p1", "trusted"), feedback_record(1, "moderator_label", "p2", "mod")]
+    )
+    assert store.asked == [({"trusted"}, {"p2"})]
+    (batch,) = store.plans
+    report, label = batch.changes
+    assert report.report is not None and report.report.weight == ReporterRecord(confirmed=20).weight
+    assert label.judgement is not None and label.judgement.reporters == {"r0"}
+    assert [a - b for a, b in zip(why_reports_weighed(), before, strict=True)] == [2, 1, 1]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from workers import signals
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import apply_calls, signal_calls
 from workers.keyspace import Keyspace
-from workers.reputation import Change, Plan
+from workers.reputation import Change, Judgement, Plan, Report
 
 KS = Keyspace("t:")
 
@@ -28,6 +28,8 @@ def feedback_plan() -> Plan:
             {f"d{i % 3}.example": 1},
             frozenset({f"d{i % 3}.example"}),
             frozenset(),
+            report=Report(f"a{i % 4}", f"p{i}", 0.5, {KS.user(f"u{i}"): "user", KS.domain("d.example"): "domain"}),
+            judgement=Judgement(f"p{i + 1}", "confirmed", frozenset({f"a{i % 4}", "a{9}"})),  # braces: a hash tag
         )
         for i in range(20)
     )
@@ -41,7 +43,9 @@ def test_one_node_keeps_the_keyspace_names_in_one_call() -> None:
     assert names <= set(call.keys)
     assert [i for i, _ in call.parts] == list(range(len(plans)))  # one part per post, in order
     (apply,) = apply_calls(feedback_plan(), KS, Layout(), 60, 0.1).by_group.values()
-    assert KS.feedback_applied("e0") in apply.keys and apply.parts == list(range(20))
+    assert KS.feedback_applied("e0") in apply.keys and [e for e, _ in apply.parts] == list(range(20))
+    assert apply.parts[0] == (0, ["user", "domain", "post", "confirmed", "confirmed"])  # what each answer counts
+    assert {KS.reported("a0", KS.user("u0")), KS.reporters("p0"), KS.judged("a{9}", "p1")} <= set(apply.keys)
 
 
 def test_on_a_cluster_every_script_call_touches_one_slot_and_covers_every_value() -> None:
@@ -58,7 +62,12 @@ def test_on_a_cluster_every_script_call_touches_one_slot_and_covers_every_value(
     applies = apply_calls(feedback_plan(), KS, layout, 60, 0.1).by_group
     for slot, call in applies.items():
         assert {key_slot(k.encode()) for k in call.keys} == {slot}
-    assert {e for call in applies.values() for e in call.parts} == set(range(20))
+    answers: dict[int, list[str]] = {}
+    for call in applies.values():
+        for e, labels in call.parts:
+            answers.setdefault(e, []).extend(labels)
+    every = ["confirmed", "confirmed", "domain", "post", "user"]  # each answer of an event, in some part
+    assert sorted(answers) == list(range(20)) and all(sorted(labels) == every for labels in answers.values())
 
 
 def test_a_signal_and_its_previous_bucket_share_a_shard() -> None:

@@ -125,3 +125,48 @@ def test_a_domain_posted_on_many_days_is_established() -> None:
     link = ["https://daily.example/x"]
     out = run(MemorySignals(), [post(f"d{i}", f"u{i}", at=T0 + i * DAY, urls=link) for i in range(5)])
     assert [o["domain_days_30d"] for o in out] == [0, 1, 2, 3, 4]
+
+
+BUTTON = "Check out this video on YouTube: https://www.youtube.com/watch?v={}"
+
+
+def test_a_share_button_wave_on_a_popular_host_is_no_copy_and_a_campaign_reusing_its_sentence_is() -> None:
+    """Sixty people sharing their own videos through one share button are not a campaign; the same
+    sentence from sixty accounts pointing at one new domain is (the adversarial twin)."""
+    wave = [post(f"b{i}", f"u{i}", at=T0 + i, text=BUTTON.format(f"v{i:03d}x"), journey=JOURNEY) for i in range(60)]
+    shared = run(MemorySignals(), wave)
+    assert {o["campaign_domain_copies_1h"] for o in shared} == {0}
+    assert {o["campaign_users_24h"] for o in shared} == {0}
+    assert {o["campaign_journey_users_1h"] for o in shared} == {0}  # each video is its own site
+    assert shared[-1]["domain_users_1h"] == signals.USERS_CAP  # popular: which never counts against a post
+    campaign = [
+        post(f"c{i}", f"c{i}", at=T0 + i, text=f"Check out this video on YouTube: https://brightpagehub.net/v/{i}x")
+        for i in range(20)
+    ]
+    assert run(MemorySignals(), campaign)[-1]["campaign_domain_copies_1h"] == 18  # 19 accounts, one text
+
+
+def test_release_notes_linking_each_authors_own_page_on_a_shared_host_are_no_copies() -> None:
+    notes = [
+        "Released v3.2 of my little parser, changelog here: https://github.com/{}/parser/releases",
+        "New release is out! Notes: https://github.com/{}/tool/blob/main/CHANGELOG.md",
+    ]
+    out = run(
+        MemorySignals(),
+        [post(f"r{i}", f"dev{i}", at=T0 + i, text=notes[i % 2].format(f"dev{i}"), journey=JOURNEY) for i in range(33)],
+    )
+    assert {o["campaign_domain_copies_1h"] for o in out} == {0}
+    assert {o["campaign_journey_users_1h"] for o in out} == {0}
+    assert out[-1]["domain_users_1h"] == signals.USERS_CAP  # github.com: popular, never evidence
+
+
+def test_a_post_that_reuses_another_posts_id_is_counted_as_the_post_it_is() -> None:
+    """A platform's id clash (or integer ids that collide) is not a redelivery: the second post gets
+    its own values, as many as it asks for, and a true redelivery of either still counts once."""
+    store = MemorySignals()
+    linked = post("12345", "u1", urls=["https://x.example/p"])
+    plain = post("12345", "u2", text="no link here", ip=None)
+    first, second = run(store, [linked, plain])
+    assert not math.isnan(first["domain_users_1h"]) and math.isnan(second["domain_users_1h"])
+    assert second["user_posts_1h"] == 0  # u2's first post, not u1's snapshot
+    assert run(store, [linked, plain]) == [first, second]

@@ -126,3 +126,29 @@ def test_ips_are_validated_and_canonicalised(raw: str, canonical: str) -> None:
 def test_bad_ips_are_rejected(bad: str) -> None:
     with pytest.raises(ValueError, match="IPv4 or IPv6"):
         canonical_ip(bad)
+
+
+@pytest.mark.parametrize(
+    ("url", "site"),
+    [
+        ("https://github.com/Alice/parser/releases/tag/v3.2", "github.com/alice"),  # a user's own page
+        ("https://www.youtube.com/@bob/videos", "youtube.com/@bob"),
+        ("https://medium.com/@carol/why-x-1f2e", "medium.com/@carol"),
+        ("https://www.youtube.com/watch?v=dQw4w9WgXcQ", "youtube.com/watch?v=dQw4w9WgXcQ"),  # a video: its own content
+        ("https://www.bbc.co.uk/news/world-123/", "bbc.co.uk/news/world-123"),
+        ("https://brightpagehub.net/p/1a2b", "brightpagehub.net"),  # a domain of its own: paths and all
+        ("https://s1.cheap-pills.xyz/buy?ref=9", "cheap-pills.xyz"),
+    ],
+)
+def test_a_links_site_is_whose_content_it_is(url: str, site: str) -> None:
+    (link,) = extract_links("", [url])
+    assert link.site == site
+
+
+def test_a_share_buttons_sentence_with_distinct_links_on_a_popular_host_is_no_copy() -> None:
+    """The false-positive twin of a campaign's path per copy: on a new domain the paths vanish, on a
+    well-known host each sharer's own video stays."""
+    button = "Check out this video on YouTube: https://www.youtube.com/watch?v={}"
+    assert reduce_links(button.format("abc")) != reduce_links(button.format("xyz"))
+    campaign = "Check out this video: https://brightpagehub.net/v/{}"
+    assert reduce_links(campaign.format("abc")) == reduce_links(campaign.format("xyz"))

@@ -4,71 +4,139 @@ Redis Cluster (workers/adapters/redis_layout.py says where keys go). Every call 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from workers.adapters.redis_layout import Calls, Layout, Script, connect
 from workers.keyspace import Keyspace
-from workers.reputation import REPORTS, REPUTATION, SPAM_LABELS, SPAM_POSTS, Applied, Bans, DomainCounts, Plan
+from workers.reputation import (
+    CONFIRMED,
+    NEW_REPORTERS,
+    POST,
+    REFUTED,
+    REPORTERS_TTL_S,
+    REPORTS,
+    REPUTATION,
+    SPAM_LABELS,
+    SPAM_POSTS,
+    Applied,
+    Bans,
+    DomainCounts,
+    Plan,
+    ReporterRecord,
+    Reporters,
+)
 from workers.signals import USERS_CAP, Count, FirstSeen
 from workers.signals import Plan as SignalPlan
 
 # Apply each feedback event's change at most once: its marker (SET NX, with a TTL longer
 # than any redelivery) and its increments and reputation penalties (clamped at 0) go in one
 # atomic script, so a crash can never leave counts applied without the marker or the reverse.
+# A report goes in with a marker per reporter and target (SET NX), so a reporter counts once per
+# user, URL and domain, and with its reporter in the post's set (SADD answers whether they are
+# new there); a label's mark on each reporter's record goes in with a marker per reporter and post.
 # On a cluster an event is applied in parts, one per slot its keys are in, each part with its
-# own marker in that slot (Layout.beside). Keys are KEYS[i]; ARGV names them by i.
-# ARGV: ttl, step, then per event (part): marker, n, n x (key, field, amount), m, m x (domain key, labels).
-# Answers per event (part): 1 if applied now, 0 if it had been before.
+# own markers in that slot (Layout.beside). Keys are KEYS[i]; ARGV names them by i.
+# ARGV: ttl, step, reporters' ttl, then per event (part): marker, then five sections, each a count
+# and that many items: increments (key, field, amount), penalties (domain key, labels),
+# reports (key, marker, weight), reporters (post's set, reporter), judgements (record, marker, field).
+# Answers per event (part): {0} if it had been applied before, else {1, then 1 (counted) or 0
+# (its reporter had been counted there) for each report, reporter and judgement}.
 _APPLY_ONCE = f"""
-local ttl, step = tonumber(ARGV[1]), tonumber(ARGV[2])
-local i, applied = 3, {{}}
+local ttl, step, kept = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local i, fresh, answer, applied = 4, false, {{}}, {{}}
 local function key(at) return KEYS[tonumber(ARGV[at])] end
+local function first(at, for_s) return redis.call('SET', key(at), '1', 'NX', 'EX', for_s) and 1 or 0 end
+local function each(width, run)  -- a section: its items, when the event (part) is applied now
+  local n = tonumber(ARGV[i])
+  if fresh then
+    for j = 0, n - 1 do run(i + 1 + width * j) end
+  end
+  i = i + 1 + width * n
+end
+local function increment(at) redis.call('HINCRBYFLOAT', key(at), ARGV[at + 1], ARGV[at + 2]) end
+local function penalise(at)
+  local v = tonumber(redis.call('HINCRBYFLOAT', key(at), '{REPUTATION}', -step * tonumber(ARGV[at + 1])))
+  if v < 0 then redis.call('HSET', key(at), '{REPUTATION}', 0) end
+end
+local function report(at)
+  local new = first(at + 1, ttl)
+  if new == 1 then redis.call('HINCRBYFLOAT', key(at), '{REPORTS}', ARGV[at + 2]) end
+  answer[#answer + 1] = new
+end
+local function reporter(at)
+  answer[#answer + 1] = redis.call('SADD', key(at), ARGV[at + 1])
+  redis.call('EXPIRE', key(at), kept)
+end
+local function judge(at)
+  local new = first(at + 1, kept)  -- kept as long as the post's reporters: a later label judges none twice
+  if new == 1 then redis.call('HINCRBY', key(at), ARGV[at + 2], 1) end
+  answer[#answer + 1] = new
+end
 while i <= #ARGV do
-  local fresh = redis.call('SET', key(i), '1', 'NX', 'EX', ttl)
-  local n = tonumber(ARGV[i + 1])
-  i = i + 2
-  if fresh then
-    for j = 0, n - 1 do
-      redis.call('HINCRBY', key(i + 3 * j), ARGV[i + 3 * j + 1], ARGV[i + 3 * j + 2])
-    end
-  end
-  i = i + 3 * n
-  local m = tonumber(ARGV[i])
+  fresh = first(i, ttl) == 1
+  answer = {{fresh and 1 or 0}}
   i = i + 1
-  if fresh then
-    for j = 0, m - 1 do
-      local k = key(i + 2 * j)
-      local v = tonumber(redis.call('HINCRBYFLOAT', k, '{REPUTATION}', -step * tonumber(ARGV[i + 2 * j + 1])))
-      if v < 0 then redis.call('HSET', k, '{REPUTATION}', 0) end
-    end
-  end
-  i = i + 2 * m
-  applied[#applied + 1] = fresh and 1 or 0
+  each(3, increment)
+  each(2, penalise)
+  each(3, report)
+  each(2, reporter)
+  each(3, judge)
+  applied[#applied + 1] = answer
 end
 return applied
 """
 
+# One item of a section of _APPLY_ONCE: its keys (the first one's slot is the item's), its other
+# args, and what its answer counts (Applied's keys), if it answers.
+_Item = tuple[tuple[str, ...], tuple[str | int | float, ...], str | None]
+_INCREMENTS, _PENALTIES, _REPORTS, _REPORTERS, _JUDGEMENTS = range(5)  # the script's sections, in order
 
-def apply_calls(plan: Plan, ks: Keyspace, layout: Layout, applied_ttl_s: int, step: float) -> Calls[int]:
-    """The script calls of a batch; each part notes its event's index in ``plan.changes``."""
-    calls: Calls[int] = Calls([applied_ttl_s, step])
+
+@dataclass
+class _Parts:
+    """One event's items by slot group; markers go beside the key they guard (Layout.beside)."""
+
+    layout: Layout
+    groups: dict[int, list[list[_Item]]] = field(default_factory=dict)
+
+    def add(
+        self, section: int, key: str, values: tuple[str | int | float, ...], marker: str = "", label: str | None = None
+    ) -> None:
+        group = self.layout.group(key)
+        keys = (key, self.layout.beside(marker, group)) if marker else (key,)
+        self.groups.setdefault(group, [[] for _ in range(_JUDGEMENTS + 1)])[section].append((keys, values, label))
+
+
+def apply_calls(
+    plan: Plan, ks: Keyspace, layout: Layout, applied_ttl_s: int, step: float
+) -> Calls[tuple[int, list[str]]]:
+    """The script calls of a batch; each part notes its event's index in ``plan.changes`` and what
+    each of its answers after the first counts."""
+    calls: Calls[tuple[int, list[str]]] = Calls([applied_ttl_s, step, REPORTERS_TTL_S])
     for event, c in enumerate(plan.changes):
-        parts: dict[int, tuple[list[tuple[str, str, int]], list[tuple[str, int]]]] = {}
+        parts = _Parts(layout)
         for (key, name), amount in c.increments.items():
-            parts.setdefault(layout.group(key), ([], []))[0].append((key, name, amount))
+            parts.add(_INCREMENTS, key, (name, amount))
         for domain, labels in c.penalties.items():
-            key = ks.domain(domain)
-            parts.setdefault(layout.group(key), ([], []))[1].append((key, labels))
-        for group, (increments, penalties) in parts.items():
+            parts.add(_PENALTIES, ks.domain(domain), (labels,))
+        if (r := c.report) is not None:
+            for key, target in r.targets.items():
+                parts.add(_REPORTS, key, (r.weight,), ks.reported(r.reporter, key), target)
+            parts.add(_REPORTERS, ks.reporters(r.post_id), (r.reporter,), label=POST)
+        if (j := c.judgement) is not None:
+            for reporter in sorted(j.reporters):
+                parts.add(_JUDGEMENTS, ks.reporter(reporter), (j.outcome,), ks.judged(reporter, j.post_id), j.outcome)
+        for group, sections in parts.groups.items():
             call = calls(group)
-            call.args += [call.key(layout.beside(ks.feedback_applied(c.event_id), group)), len(increments)]
-            for key, name, amount in increments:
-                call.args += [call.key(key), name, amount]
-            call.args.append(len(penalties))
-            for key, labels in penalties:
-                call.args += [call.key(key), labels]
-            call.parts.append(event)
+            call.args.append(call.key(layout.beside(ks.feedback_applied(c.event_id), group)))
+            for items in sections:
+                call.args.append(len(items))
+                for keys, values, _ in items:
+                    call.args += [*map(call.key, keys), *values]
+            call.parts.append((event, [label for items in sections for _, _, label in items if label]))
     return calls
 
 
@@ -150,7 +218,7 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
             parts.setdefault(group, ([], []))[1].append((at, key, f))
         for group, (counts, firsts) in parts.items():
             call = calls(group)
-            call.args += [call.key(layout.beside(p.snapshot, group)), p.post_id, p.snapshot_ttl_s, len(counts)]
+            call.args += [call.key(layout.beside(p.snapshot, group)), p.field, p.snapshot_ttl_s, len(counts)]
             for _, key, c in counts:
                 call.args += [call.key(key), c.field, c.member, c.ttl_s]
             call.args.append(len(firsts))
@@ -236,6 +304,25 @@ class RedisReputationStore:
         self._redis = connect(url, timeout_s, self.layout.cluster)
         self._apply_once = Script(_APPLY_ONCE)
 
+    async def reporters(self, actors: Collection[str], posts: Collection[str]) -> Reporters:
+        if not actors and not posts:
+            return NEW_REPORTERS
+        ks, actors, posts = self.keyspace, sorted(actors), sorted(posts)
+        async with asyncio.timeout(self.timeout_s):
+            pipe = self._redis.pipeline(transaction=False)
+            for actor in actors:
+                pipe.hmget(ks.reporter(actor), [CONFIRMED, REFUTED])
+            for post in posts:
+                pipe.smembers(ks.reporters(post))
+            answers = await pipe.execute()
+        return Reporters(
+            {
+                a: ReporterRecord(int(c or 0), int(r or 0))
+                for a, (c, r) in zip(actors, answers[: len(actors)], strict=True)
+            },
+            {p: frozenset(m) for p, m in zip(posts, answers[len(actors) :], strict=True) if m},
+        )
+
     async def apply(self, plan: Plan) -> Applied:
         ks, domains, ips = self.keyspace, sorted(plan.domains), sorted(plan.ips)
         calls = list(apply_calls(plan, ks, self.layout, self.applied_ttl_s, self.reputation_step).by_group.values())
@@ -250,20 +337,30 @@ class RedisReputationStore:
 
         async with asyncio.timeout(self.timeout_s):
             answers, reads = await self._apply_once.pipeline(self._redis, calls, read)
-        fresh = {
-            e
-            for call, answer in zip(calls, answers, strict=True)
-            for e, new in zip(call.parts, answer, strict=True)
-            if new
-        }
+        fresh: set[int] = set()
+        counted: Counter[str] = Counter()
+        repeated: Counter[str] = Counter()
+        weights: list[float] = []
+        for call, answer in zip(calls, answers, strict=True):
+            for (event, labels), (new, *once) in zip(call.parts, answer, strict=True):
+                if not new:
+                    continue  # applied before: it answers nothing more
+                fresh.add(event)
+                for label, first in zip(labels, once, strict=True):
+                    (counted if first else repeated)[label] += 1
+                    if first and label == POST and (report := plan.changes[event].report) is not None:
+                        weights.append(report.weight)
         return Applied(
             {
-                d: DomainCounts(reports=int(r or 0), spam_labels=int(s or 0))
+                d: DomainCounts(reports=float(r or 0), spam_labels=int(s or 0))
                 for d, (r, s) in zip(domains, reads[: len(domains)], strict=True)
             },
             {ip: int(n or 0) for ip, n in zip(ips, reads[len(domains) :], strict=True)},
             # An event counts as applied now if any of its parts was (on one node it has one).
             duplicates=len(plan.changes) - len(fresh),
+            counted=dict(counted),
+            repeated=dict(repeated),
+            weights=tuple(weights),
         )
 
     async def ban(self, bans: Bans) -> tuple[int, int]:

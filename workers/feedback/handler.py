@@ -14,9 +14,31 @@ from redis.exceptions import RedisError
 from schemas import FeedbackEvent
 from workers.clients import ReputationStore, Sink
 from workers.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
-from workers.feedback.metrics import BANS, BATCH_SECONDS, DEAD_LETTERS, DUPLICATES, EVENTS, RETRIES
+from workers.feedback.metrics import (
+    BANS,
+    BATCH_SECONDS,
+    DEAD_LETTERS,
+    DUPLICATES,
+    EVENTS,
+    REPORT_WEIGHT,
+    REPORTERS_JUDGED,
+    REPORTS_REPEATED,
+    RETRIES,
+)
 from workers.records import Failure, InMsg
-from workers.reputation import BanThresholds, decide_bans, plan
+from workers.reputation import (
+    CONFIRMED,
+    DOMAIN,
+    POST,
+    REFUTED,
+    URL,
+    USER,
+    Applied,
+    BanThresholds,
+    decide_bans,
+    plan,
+    wanted,
+)
 from workers.stages.validate import parse as parse_records  # one error format for every DLQ
 
 log = logging.getLogger(__name__)
@@ -52,9 +74,13 @@ class FeedbackHandler:
             await self._retry("kafka", lambda: self._dead_letter(failures))
             DEAD_LETTERS.inc(len(failures))
         if events:
-            batch = plan(events, self.store.keyspace)
+            # Read before the batch: a report weighs its reporter's record as it was then, and a
+            # label judges the reporters its post had.
+            actors, posts = wanted(events.values())
+            known = await self._retry("redis", lambda: self.store.reporters(actors, posts))
+            batch = plan(events, self.store.keyspace, known)
             applied = await self._retry("redis", lambda: self.store.apply(batch))
-            DUPLICATES.inc(applied.duplicates)
+            _observe(applied)
             bans = decide_bans(applied.domains, applied.ip_spam_labels, self.thresholds)
             if bans:
                 new_domains, new_ips = await self._retry("redis", lambda: self.store.ban(bans))
@@ -84,3 +110,14 @@ class FeedbackHandler:
     async def _dead_letter(self, failures: Sequence[Failure]) -> None:
         # Resending all of them after a failure may duplicate a dead letter; losing one is worse.
         await asyncio.to_thread(deliver_dead_letters, self.sink, failures, self.dlq, self.publish_timeout_s)
+
+
+def _observe(applied: Applied) -> None:
+    """The batch's redeliveries, and what shows a moderator why its reports did or did not weigh."""
+    DUPLICATES.inc(applied.duplicates)
+    for target in (USER, URL, DOMAIN, POST):
+        REPORTS_REPEATED.labels(target).inc(applied.repeated.get(target, 0))
+    for outcome in (CONFIRMED, REFUTED):
+        REPORTERS_JUDGED.labels(outcome).inc(applied.counted.get(outcome, 0))
+    for weight in applied.weights:
+        REPORT_WEIGHT.observe(weight)

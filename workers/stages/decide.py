@@ -27,6 +27,7 @@ from workers.features import (
     check_contract,
 )
 from workers.isolation import each
+from workers.metrics import DECISION_RULES
 from workers.records import Failure, Outcome, Post, verdict_for
 
 STAGE = "decide"
@@ -163,48 +164,133 @@ def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> l
     ]
 
 
+def _decision(t: Thresholds, raw: float) -> Decision:
+    return t.classify(float(1 / (1 + np.exp(-raw))))
+
+
+def _value(row: FloatArray, i: int) -> str:
+    return "missing" if math.isnan(row[i]) else f"{row[i]:.4g}"
+
+
+def coordination(row: FloatArray) -> float:
+    """How much of a link's crowd is coordinated, 0 to 1: the accounts that repeated a text already
+    posted to the link's site, or came by the same scripted UI journey, as a share of the distinct
+    accounts posting its domain in the hour. Two coincidental matches among sixty sharers are 0.03;
+    a campaign's copies are most of its accounts, on a domain without history. A post without UI
+    steps has no journey to match (many platforms send none), so a journey count only counts when
+    the post has steps."""
+    copies = row[_COPIES] if row[_COPIES] > 0 else 0.0  # NaN (no link) is not > 0
+    journey = row[_JOURNEY] if row[_JOURNEY] > 0 and row[_STEPS] > 0 else 0.0
+    coordinated = max(copies, journey)
+    if coordinated == 0:
+        return 0.0
+    share = float(coordinated / max(row[_SHARERS] if row[_SHARERS] > 0 else 0.0, coordinated))
+    # A domain with a history (the stream saw it on many days, or the platform has known it for a
+    # year) is where crowds gather: the same copies weigh half there.
+    established = row[_DAYS] >= ESTABLISHED_DAYS or row[_AGE] >= ESTABLISHED_AGE_DAYS  # NaN: neither
+    return share * (0.5 if established else 1.0)
+
+
+def text_score(row: FloatArray) -> float:
+    """The transformer's score, else the n-gram model's (Triton down); 0 where neither judged the text."""
+    for i in _TEXT_SCORES:
+        if not math.isnan(row[i]):
+            return float(row[i])
+    return 0.0
+
+
 def judge(
     model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, campaign_action: CampaignAction
 ) -> tuple[Decision, list[Reason]]:
-    """The decision and its reasons. Where a campaign signal saw a wave pointing at one domain, the
-    text's pull toward allow does not count: such a campaign's text is its senders' choice, often a
-    harmless one as bait (a wave without a link, greetings or a meme, sells nothing, and its text
-    counts). A post the campaign signals then took out of "allow" (without their push it would be
-    decided lower) gets ``campaign_action``, and its first reason names the campaign signal that
-    pushed most."""
-    decision, reasons = model.thresholds.classify(prob), top_reasons(row, contrib)
+    """The decision and its reasons, with the rules that the model's score alone cannot keep:
+
+    * A link's wave discounts the pull toward allow of what its senders choose (the text, the
+      client-reported journey) in proportion to its :func:`coordination`: a campaign's harmless text
+      and human-paced journey are bait, while a crowd's coincidental matches change nothing. A wave
+      without a link (greetings, a meme) sells nothing, and its text counts as ever. In a wave
+      mostly coordinated (:data:`CAMPAIGN_SHARE`), a post the wave took out of "allow" (without the
+      campaign signals' push and the discount it would be decided lower) gets ``campaign_action``,
+      its first reason naming the signal.
+    * What the sender controls (the client-reported journey) may lower a spam score, but never to
+      allow a post that its text calls spam more likely than not.
+    * Reports alone never block: a post that only users' reports lift into block is sent to review.
+    """
+    t = model.thresholds
+    decision, reasons = t.classify(prob), top_reasons(row, contrib)
+    raw = model.bias + float(contrib.sum())
     # Only a campaign signal that saw a wave is evidence: a missing or zero count (no link, no copy)
     # can still carry a positive contribution, and must never turn a review into the campaign action.
-    # (A missing count is NaN, which is not > 0.)
     push = np.where(CAMPAIGN_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
-    if not push.any():
-        return decision, reasons
-    raw = model.bias + float(contrib.sum())
-    if (LINK_CAMPAIGN_MASK & (row > 0)).any():  # a wave that sells something: many copies, one domain
-        raw -= float(np.minimum(contrib, 0.0)[TEXT_MASK].sum())
-    seen = model.thresholds.classify(float(1 / (1 + np.exp(-raw))))
-    without = model.thresholds.classify(float(1 / (1 + np.exp(-(raw - float(push.sum()))))))
-    i = int(np.argmax(push))
-    value = "missing" if math.isnan(row[i]) else f"{row[i]:.4g}"
-    if without != seen:
-        return campaign_action, [
-            Reason.of("campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}) decided it: {campaign_action}"),
-            *reasons,
-        ]
-    if seen == decision:
-        return decision, reasons
-    return seen, [
-        Reason.of(
-            "campaign", f"{FEATURES[i]}={value} ({push[i]:+.3f}): in a wave the text's pull toward allow is not counted"
-        ),
-        *reasons,
-    ]
+    without = _decision(t, raw - float(push.sum()))  # the post without any of the wave's evidence
+    share = coordination(row)
+    if share > 0:  # the text and the journey are the senders' choices: bait, in proportion
+        raw -= share * float(np.minimum(contrib, 0.0)[TEXT_MASK | SENDER_MASK].sum())
+    seen = _decision(t, raw)
+    notes: list[Reason] = []
+    i = int(np.argmax(push)) if push.any() else _COPIES if row[_COPIES] > 0 else _JOURNEY
+    if push.any() and share >= CAMPAIGN_SHARE and without != seen:
+        seen = campaign_action
+        notes.append(
+            Reason.of("campaign", f"{FEATURES[i]}={_value(row, i)} ({push[i]:+.3f}) decided it: {campaign_action}")
+        )
+    elif seen != decision:  # only the discount moved it
+        notes.append(
+            Reason.of(
+                "campaign",
+                f"{FEATURES[i]}={_value(row, i)} ({contrib[i]:+.3f}): in a coordinated wave "
+                f"({share:.0%} of its accounts) the pull of its text and journey toward allow is discounted",
+            )
+        )
+    if seen == "allow" and (text := text_score(row)) >= SPAM_TEXT:
+        sender = float(np.minimum(contrib, 0.0)[SENDER_MASK].sum())
+        if (capped := _decision(t, raw - sender)) != "allow":
+            seen = capped
+            notes.append(
+                Reason.of(
+                    "sender_signals",
+                    f"the text reads as spam ({text:.2f}); the client-reported journey ({sender:+.3f}) "
+                    f"cannot allow it: {capped}",
+                )
+            )
+    if seen == "block":
+        reported = np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
+        if reported.any() and _decision(t, raw - float(reported.sum())) != "block":
+            i = int(np.argmax(reported))
+            seen = "review"
+            notes.append(
+                Reason.of(
+                    "reports_only",
+                    f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
+                )
+            )
+    return seen, [*notes, *reasons]
 
 
 CAMPAIGN_MASK = np.array([f in CAMPAIGN for f in FEATURES])
-# The campaign signals counted per link (workers/signals.py), and the two text scores.
-LINK_CAMPAIGN_MASK = np.array([f in ("campaign_domain_copies_1h", "campaign_journey_users_1h") for f in FEATURES])
+# The campaign action is the platform's, for campaigns: a crowd with a few coincidental copies keeps
+# the model's own decision. Half: most of the wave's accounts repeated one another.
+CAMPAIGN_SHARE = 0.5
 TEXT_MASK = np.array([f in ("text_spam_prob", "text_ngram_spam_prob") for f in FEATURES])
+# A text score at or above this calls the post spam more likely than not (the scores are calibrated).
+SPAM_TEXT = 0.5
+# What the sender's client reports about itself; a spammer's script can fake a human pace.
+SENDER_MASK = np.array([f.startswith("journey_") for f in FEATURES])
+# Users' reports; moderators' labels and bans are other features and rules.
+REPORT_MASK = np.array([f.endswith("_reports") for f in FEATURES])
+ESTABLISHED_DAYS = 7  # days the stream saw a domain on, in 30
+ESTABLISHED_AGE_DAYS = 365  # the platform's domain profile: known this long
+_TEXT_SCORES = (FEATURES.index("text_spam_prob"), FEATURES.index("text_ngram_spam_prob"))
+_COPIES, _JOURNEY, _SHARERS, _STEPS, _DAYS, _AGE = (
+    FEATURES.index(f)
+    for f in (
+        "campaign_domain_copies_1h",
+        "campaign_journey_users_1h",
+        "domain_users_1h",
+        "journey_steps",
+        "domain_days_30d",
+        "domain_age_days",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +344,8 @@ def decide(
     def verdict(i: int) -> Outcome:
         prob, tp = float(probs[i]), rows[i].text_prob
         decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        if decision != model.thresholds.classify(prob):  # a rule moved it: judge puts its reason first
+            DECISION_RULES.labels(reasons[0].code).inc()
         if (language := rows[i].language) is not None:
             reasons.append(language_reason(language))
         if unavailable:
