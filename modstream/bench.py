@@ -73,8 +73,8 @@ PIPELINE_RUNS = 3  # the pipeline ratio is their median
 # A throughput run lasts this long at the ceiling's rate (at least ``posts``, at most one post per
 # corpus text): what a steady stream sees, the first batch (validated and tokenised before Triton
 # has work) and the last (fewer requests than cores) once, not every 4 s as in a 2,000-post run
-# (docs/PERFORMANCE.md, sixth round). Every post has its own text: copies in one batch would be
-# scored once, and the model would look cheaper than it is.
+# (docs/journal/2026-11-27-performance-rounds.md, sixth round). Every post has its own text:
+# copies in one batch would be scored once, and the model would look cheaper than it is.
 STEADY_S = 20.0
 NAIVE_MODEL = "spam_text_naive"
 

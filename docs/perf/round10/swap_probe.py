@@ -1,5 +1,5 @@
 """A promotion's cost to the run that holds it, with and without model.py compiled into its version
-directory (PERFORMANCE.md, tenth round).
+directory (docs/journal/2026-11-27-performance-rounds.md, tenth round).
 
 Usage: python swap_probe.py BUNDLE PAIRS [--stub-writes-bytecode]: PAIRS of 20 s pipeline runs at the
 model-only rate, a plain run then one that promotes a copy of the text model a quarter of the way in,

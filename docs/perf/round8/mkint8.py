@@ -1,4 +1,5 @@
-"""A copy of the default bundle whose text model serves int8 (PERFORMANCE.md, eighth round).
+"""A copy of the default bundle whose text model serves int8
+(docs/journal/2026-11-27-performance-rounds.md, eighth round).
 
 Where training keeps fp32 (int8 lost more than 0.005 F1), this makes the int8 model that other
 machines serve, to measure the pipeline at that model's speed. Usage: python mkint8.py OUT

@@ -1,4 +1,4 @@
-"""The bench's paired pipeline step alone, on any bundle (PERFORMANCE.md, eighth round).
+"""The bench's paired pipeline step alone, on any bundle (docs/journal/2026-11-27-performance-rounds.md, eighth round).
 
 Usage: python probe.py BUNDLE RUNS [setting=value ...]: RUNS pipeline runs of 20 s at the
 model-only rate, each between two model-only ceilings, as ``modstream bench`` step 3 runs them.

@@ -1,4 +1,5 @@
-"""The worker's own steps, offline: CPU µs a post of each, on the bench's posts (PERFORMANCE.md, ninth round).
+"""The worker's own steps, offline: CPU µs a post of each, on the bench's posts
+(docs/journal/2026-11-27-performance-rounds.md, ninth round).
 
 Usage: python stages.py BUNDLE [BATCH]. No stack: the signals are counted in memory, the text
 scores are fixed, and the garbage collector runs as the worker runs it (models frozen out of its
