@@ -67,23 +67,26 @@ HAM_WAVE_P = {"viral": 0.002, "share": 0.001, "release": 0.0005, "greeting": 0.0
 WAVE_SIZE = (20, 60)
 WAVE_GAP_S = 30.0  # mean time between a wave's posts
 WAVES = ("campaign", *HAM_WAVE_P)
-REACTIONS = ("wow", "read this", "finally", "this.", "huh", "must read", "interesting", "ok wow", "yes!!")
+# Kept apart from the crowds the integration tests generate (tests/integration/test_crowds.py): other
+# words, other hosts, so those tests judge what the decision model never saw.
+REACTIONS = ("omg", "this!!", "unbelievable", "so sad", "big if true", "huge", "yikes", "good news at last", "wild")
 REACTION_P = 0.15  # a viral sharer who writes only a short reaction, which others write too
 # What share buttons write: one sentence for everyone, each with the sharer's own link.
 SHARE_BUTTONS = (
-    "Check out this video on YouTube: https://www.youtube.com/watch?v={}",
-    "I just shared a clip https://youtu.be/{}",
-    "Interesting read on BBC News: https://www.bbc.co.uk/news/articles/{}",
+    "Just read this on CNN https://www.cnn.com/2026/11/{}",
+    "Shared from the NYT app: https://www.nytimes.com/2026/11/{}.html",
     "Look at this on Amazon https://www.amazon.com/dp/{}",
+    "Found this on eBay: https://www.ebay.com/itm/{}",
+    "My photo on Flickr https://www.flickr.com/photos/{}",
 )
 CAMPAIGN_BUTTON_P = 0.25  # campaigns that reuse a share button's sentence for their own domain
 CAMPAIGN_HUMAN_PACE_P = 0.3  # campaigns whose accounts each fake a human-paced journey (no script to see)
 RELEASE_NOTES = (
-    "Released v{v} of my little parser, changelog here: https://github.com/{user}/parser/releases",
-    "New version {v} is out, notes: https://github.com/{user}/tools/blob/main/CHANGELOG.md",
-    "Shipped {v} today! https://gitlab.com/{user}/cli/-/releases",
-    "just tagged v{v}, release notes https://github.com/{user}/lib/releases/tag/v{v}",
-    "Version {v} of my theme is up: https://github.com/{user}/theme",
+    "Tagged {v} of the toolkit: https://gitlab.com/{user}/toolkit/-/tags",
+    "{v} is out, see https://codeberg.org/{user}/notes-app/releases",
+    "Changelog for {v}: https://github.com/{user}/scraper/blob/main/NEWS.md",
+    "bugfix release {v} https://bitbucket.org/{user}/plugin/downloads",
+    "My game jam entry, version {v}: https://github.com/{user}/jam-entry",
 )
 BRIGADED_USER_P, BRIGADED_DOMAIN_P = 0.02, 0.03
 THROWAWAY_WEIGHT = 0.02  # a reporter without a record (workers/reputation.py)
