@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 $(K8S_MODELS): tests/k8s/package-lock.json
 	npm ci --prefix tests/k8s --silent --no-audit --no-fund
 
-# promtool and amtool check the alert rules and route (tests/unit/test_alerts.py): Debian's
+# promtool and amtool check the alert rules and route (tests/unit/deploy/test_alerts.py): Debian's
 # prometheus and prometheus-alertmanager packages, installed here when promtool is missing (CI runs as root on Debian).
 promtool:
 	@command -v promtool >/dev/null || { \

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from modstream.stack import Endpoints, LocalStack
-from modstream.triton_repo import INPUT_NAMES, RepoOptions, build_repo
+from modstream.serving.triton_repo import INPUT_NAMES, RepoOptions, build_repo
+from modstream.stack.local import Endpoints, LocalStack
 from workers.config import Settings
 
 TINY_VOCAB = 1000

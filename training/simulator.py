@@ -2,7 +2,7 @@
 
 The label of a simulated post is the label of its corpus text. Everything around it
 is drawn from label-conditional distributions that overlap on purpose, so no single
-feature gives the label away (``tests/unit/test_simulator.py`` checks that no one
+feature gives the label away (``tests/unit/training/test_simulator.py`` checks that no one
 feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has more):
 
 * Spam comes from bot accounts (55%), aged "sleeper" accounts whose profiles look
@@ -28,7 +28,7 @@ feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has
   host (``github.com/<user>``); greetings, near-copies without a link. A quarter of the
   campaigns reuse a share button's sentence, pointing at their own new domain, and 30% fake a
   human-paced journey per account instead of replaying one script.
-* Reports are weighted sums of distinct reporters (workers/reputation.py): honest reports come
+* Reports are weighted sums of distinct reporters (workers/state/reputation.py): honest reports come
   from reporters with a record, and 2% of ordinary accounts and 3% of ordinary domains carry a
   brigade of tens to hundreds of throwaway reporters, who weigh almost nothing each.
 """
@@ -42,8 +42,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from schemas import JourneyStep, PostEvent
-from training.textdata import Example
-from workers.keyspace import Keyspace
+from training.corpora.labelled import Example
+from workers.state.keyspace import Keyspace
 
 DAY = 86_400.0
 KS = Keyspace("")  # the simulator's keys; seeding Redis adds the deployment's prefix
@@ -89,7 +89,7 @@ RELEASE_NOTES = (
     "My game jam entry, version {v}: https://github.com/{user}/jam-entry",
 )
 BRIGADED_USER_P, BRIGADED_DOMAIN_P = 0.02, 0.03
-THROWAWAY_WEIGHT = 0.02  # a reporter without a record (workers/reputation.py)
+THROWAWAY_WEIGHT = 0.02  # a reporter without a record (workers/state/reputation.py)
 HUMAN_STEPS = ("open_composer", "type_text", "paste_link", "add_image", "preview", "submit")
 
 

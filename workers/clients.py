@@ -10,11 +10,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from workers.keyspace import Keyspace
-from workers.profiles.contract import ProfileWrite
 from workers.records import InMsg
-from workers.reputation import Applied, Bans, Plan, Reporters
-from workers.signals import Plan as SignalPlan
+from workers.state.keyspace import Keyspace
+from workers.state.profile_fields import ProfileWrite
+from workers.state.reputation import Applied, Bans, Plan, Reporters
+from workers.state.signals import Plan as SignalPlan
 
 
 class HashStore(Protocol):
@@ -22,7 +22,7 @@ class HashStore(Protocol):
         self, keys: Sequence[str], plans: Sequence[SignalPlan]
     ) -> tuple[list[dict[str, str]], list[list[float]]]:
         """The hashes at ``keys`` (empty where missing), and each plan's signals as before its post
-        (in :attr:`Plan.features` order), which is then counted (workers/signals.py), in one round trip."""
+        (in :attr:`Plan.features` order), which is then counted (workers/state/signals.py), in one round trip."""
         ...
 
     async def members(self, keys: Sequence[str]) -> list[set[str]]:
@@ -101,13 +101,13 @@ class Framing(Protocol):
     for a stream that is not plain JSON: read into their fields, written from them."""
 
     def read(self, topic: str, value: bytes) -> dict[str, Any]:
-        """The fields of a record consumed from ``topic``. Raises :class:`~workers.isolation.Outage`
+        """The fields of a record consumed from ``topic``. Raises :class:`~workers.errors.Outage`
         when the registry did not answer, any other error when the record cannot be read."""
         ...
 
     def write(self, topic: str, fields: dict[str, Any]) -> bytes:
         """A verdict's fields framed for ``topic``, its schema registered under the topic's subject;
-        raises :class:`~workers.isolation.Outage` when the registry did not answer."""
+        raises :class:`~workers.errors.Outage` when the registry did not answer."""
         ...
 
     def register(self, topic: str) -> int:

@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     redis_prefix: str = "modstream:"
     redis_timeout_s: Annotated[float, Field(ge=0.001)] = 0.5
     # How long the stream-kept signals a post saw are kept under its id: a redelivery within
-    # this window is decided from exactly the same values (workers/signals.py).
+    # this window is decided from exactly the same values (workers/state/signals.py).
     signal_snapshot_ttl_s: Annotated[int, Field(ge=1)] = 600
     banlist_refresh_s: Annotated[float, Field(gt=0)] = 5.0
 

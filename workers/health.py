@@ -18,10 +18,10 @@ from workers.adapters.kafka import KafkaSink
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
-from workers.cards import TextModelCard
+from workers.bundle.load import load_models
 from workers.config import Settings
-from workers.isolation import describe
-from workers.main import load_models
+from workers.errors import describe
+from workers.model_cards import TextModelCard
 
 
 @dataclass(frozen=True, slots=True)

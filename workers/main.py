@@ -6,31 +6,26 @@ import asyncio
 import gc
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from workers.adapters.kafka import KafkaSink, KafkaSource, KafkaTransactions
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisStore
 from workers.adapters.triton import TritonTextModel
-from workers.cards import TextModelCard
-from workers.clients import Framing, TextModel
+from workers.bundle.info import show_models
+from workers.bundle.load import connect_text, load_models, shadow_text_of, text_scorer
+from workers.bundle.reload import BundleReloader
+from workers.bundle.shadow import Shadow
+from workers.clients import Framing
 from workers.config import Settings
-from workers.fetchwait import FetchWait
-from workers.isolation import describe
-from workers.keyspace import Keyspace
-from workers.lifecycle import run_until_signalled
-from workers.modelinfo import show_models
+from workers.errors import Misconfigured, describe
+from workers.kafka.batch_ramp import BatchRamp
+from workers.kafka.fetch_wait import FetchWait
 from workers.moderation import ModerationWorker
-from workers.probes import mark_ready
-from workers.ramp import BatchRamp
-from workers.reload import BundleReloader
-from workers.shadow import Shadow, ShadowText
-from workers.stages.decide import DecisionModel
-from workers.stages.score import ScoreCache, TextScorer
+from workers.runtime.lifecycle import run_until_signalled
+from workers.runtime.probes import mark_ready
+from workers.runtime.startup import until_up
 from workers.stages.short_circuit import BanListCache
-from workers.startup import Misconfigured, model_dir_or_hint, until_up
-from workers.textenc import TextEncoder
-from workers.textmodel import LocalText
+from workers.state.keyspace import Keyspace
 
 log = logging.getLogger(__name__)
 
@@ -41,63 +36,6 @@ KAFKA_PROBE_S = 5.0
 # Old passes come after 5,000 young ones: about every 10 million posts, and when Python's own
 # rule (a quarter more long-lived objects) calls for one.
 GC_THRESHOLDS = (20_000, 50, 100)
-
-
-@dataclass(frozen=True)
-class Loaded:
-    decision: DecisionModel
-    text: LocalText  # the served text model's worker-side parts: a promoted bundle must have its version
-    challenger: DecisionModel | None
-    challenger_text: LocalText | None = None  # the challenger's own text model; None: the served one
-
-
-def load_models(settings: Settings) -> Loaded:
-    """The models and the tokenizer, or a one-line :class:`Misconfigured`."""
-    model_dir = model_dir_or_hint(settings.model_dir)
-    try:
-        decision = DecisionModel.load(model_dir / "decision")  # fails fast on a contract mismatch
-        text = LocalText.load(model_dir / "text", settings.max_tokens)
-    except Exception as exc:  # a card, a contract or a tokenizer that cannot serve: restarting won't help
-        raise Misconfigured(f"cannot load the models in {model_dir}: {describe(exc)}") from None
-    challenger, challenger_text = None, None
-    if settings.shadow_model_dir is not None:
-        try:
-            bundle = model_dir_or_hint(settings.shadow_model_dir)
-            challenger = DecisionModel.load(bundle / "decision")  # raises ContractMismatch for another contract
-            if TextModelCard.load(bundle / "text").version != text.version:
-                # Its own token length, the one it was trained with: max_tokens tunes the served model.
-                challenger_text = LocalText.load(bundle / "text")
-        except Exception as exc:
-            raise Misconfigured(f"cannot shadow {settings.shadow_model_dir}: {describe(exc)}") from None
-    return Loaded(decision, text, challenger, challenger_text)
-
-
-def text_scorer(settings: Settings, encoder: TextEncoder, model: TextModel) -> TextScorer:
-    return TextScorer(
-        encoder,
-        model,
-        settings.triton_sub_batch,
-        settings.triton_max_in_flight,
-        ScoreCache(settings.text_cache_size),
-        settings.triton_pad_multiple,
-    )
-
-
-async def connect_text(settings: Settings, text: LocalText) -> TextScorer:
-    """A scorer of ``text``'s model as the champion's Triton model serves it; raises when it does not (yet)."""
-    model = TritonTextModel(settings.triton_url, settings.triton_model, settings.triton_timeout_s, text.version)
-    try:
-        await model.connect()
-    except BaseException:
-        await model.close()
-        raise
-    return text_scorer(settings, text.encoder, model)
-
-
-def shadow_text_of(settings: Settings, text: LocalText) -> ShadowText:
-    """The challenger's own text model, as the same Triton serves it under the challenger's model name."""
-    model = TritonTextModel(settings.triton_url, settings.shadow_triton_model, settings.triton_timeout_s, text.version)
-    return ShadowText(text, text_scorer(settings, text.encoder, model))
 
 
 async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Framing | None = None) -> None:
@@ -207,7 +145,7 @@ def registry_framing(settings: Settings) -> Framing | None:
     if settings.input_format == "json":
         return None
     try:
-        from workers.adapters.registry import registry_framing as framing
+        from workers.adapters.schema_registry import registry_framing as framing
 
         return framing(settings.schema_registry_conf(), settings.input_format)
     except ImportError as exc:

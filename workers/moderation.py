@@ -8,8 +8,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
+from workers.bundle.local_text import LocalText
+from workers.bundle.reload import BundleReloader, Promoted
+from workers.bundle.shadow import Batch, Shadow, ShadowText
 from workers.clients import Framing, HashStore, Sink, Source
-from workers.commit import (
+from workers.config import Settings
+from workers.errors import describe, failure
+from workers.kafka.batch_ramp import BatchRamp
+from workers.kafka.commit import (
     BatchCommit,
     Guarded,
     Rewound,
@@ -19,23 +25,17 @@ from workers.commit import (
     is_record_error,
     settle,
 )
-from workers.config import Settings
-from workers.delivery import DeadLetters
-from workers.features import FEATURE_VERSION, Profile
-from workers.isolation import describe, failure
-from workers.keyspace import Keyspace
-from workers.language import EVERY_LANGUAGE, Languages
+from workers.kafka.delivery import DeadLetters
 from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, observe_text_scores, timed
-from workers.ngram import NgramModel, ngram_probs
-from workers.ramp import BatchRamp
 from workers.records import Failure, InMsg, Outcome, Post
-from workers.reload import BundleReloader, Promoted
-from workers.shadow import Batch, Shadow, ShadowText
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
 from workers.stages.score import TextScorer
 from workers.stages.short_circuit import BanListCache
-from workers.textmodel import LocalText
+from workers.state.features import FEATURE_VERSION, Profile
+from workers.state.keyspace import Keyspace
+from workers.text.language import EVERY_LANGUAGE, Languages
+from workers.text.ngram import NgramModel, ngram_probs
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class ModerationWorker:
     shadow: Shadow | None = None  # a challenger deciding beside ``decision``, published apart
     transactions: Transactions | None = None  # exactly-once: outputs and offsets commit together
     ngram: NgramModel | None = None  # None: a text model without ngram.npz; the feature stays NaN
-    # Batch sizes, reset small when partitions are assigned (workers/ramp.py); None: always full size.
+    # Batch sizes, reset small when partitions are assigned (workers/kafka/batch_ramp.py); None: always full size.
     ramp: BatchRamp | None = None
     # A scorer of another text model, connected (raises when Triton does not serve it): how a promoted
     # bundle's text model is switched to. None: this worker serves one text model.
@@ -76,7 +76,7 @@ class ModerationWorker:
         full = self.settings.batch_max_size
         self._ramp = self.ramp or BatchRamp(full, full)
         self._closing: set[asyncio.Task[None]] = set()  # old text models' clients, closed when unused
-        # Every transactional call off the event loop, under a deadline (workers/commit.py).
+        # Every transactional call off the event loop, under a deadline (workers/kafka/commit.py).
         txns, timeout_s = self.transactions, self.settings.transaction_timeout_s
         self._transactions = Guarded(txns, timeout_s) if txns is not None else None
 
@@ -190,7 +190,7 @@ class ModerationWorker:
 
     async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
         """Run one batch through the stages and publish it; its offsets become final once
-        ``after`` (the previous batch) has settled, by the commit policy (workers/commit.py)."""
+        ``after`` (the previous batch) has settled, by the commit policy (workers/kafka/commit.py)."""
         BATCH_SIZE.observe(len(msgs))
         commit = batch_commit(self.source, self._transactions, after)
         try:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from schemas import Decision, FeatureRow, PostEvent, Reason, Verdict
-from workers.urls import Link
+from workers.text.urls import Link
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -51,12 +51,6 @@ class Failure:
 class Outcome:
     msg: InMsg
     verdict: Verdict
-
-
-@dataclass(slots=True)
-class BatchResult:
-    outcomes: list[Outcome] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
 
 
 def verdict_for(

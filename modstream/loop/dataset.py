@@ -10,25 +10,25 @@ from pathlib import Path
 
 import numpy as np
 
-from modstream.loop.rescore import posts_by_id, posts_range
-from modstream.topics import Range, RangeError, read_range
+from modstream.loop.config import Topics
+from modstream.loop.join import Counts, Dataset, DatasetError, Labelled, Logged, build, read_verdicts, write_parquet
+from modstream.loop.posts import posts_by_id, posts_range
+from modstream.loop.topics import Range, RangeError, read_range
 from schemas import Verdict
-from training.dataset import Counts, Dataset, DatasetError, Labelled, Logged, build, read_verdicts, write_parquet
 from workers.adapters.kafka import KafkaSink
-from workers.config import Settings
-from workers.delivery import DeadLetters, deliver_dead_letters
+from workers.kafka.delivery import DeadLetters, deliver_dead_letters
 from workers.records import InMsg, Post
 
 GROUP = "modstream-dataset"  # names this command in its dead letters
 
 
-def feedback_dlq(settings: Settings) -> DeadLetters:
+def feedback_dlq(settings: Topics) -> DeadLetters:
     """The feedback worker's DLQ topic: a bad record is dead-lettered where it always is."""
     return DeadLetters(f"{settings.feedback_topic}.dlq", GROUP, settings.dead_letter_max_bytes)
 
 
 def join(
-    settings: Settings, rng: Range, *, weak_labels: bool = False, dead_letter: bool = True
+    settings: Topics, rng: Range, *, weak_labels: bool = False, dead_letter: bool = True
 ) -> tuple[Dataset, list[InMsg]]:
     """The range's labelled rows and its verdict records; bad feedback dead-lettered. Raises a
     one-line DatasetError or RangeError.
@@ -54,7 +54,7 @@ def join(
 
 
 def build_dataset(
-    settings: Settings, rng: Range, out: Path, *, weak_labels: bool = False, dead_letter: bool = True
+    settings: Topics, rng: Range, out: Path, *, weak_labels: bool = False, dead_letter: bool = True
 ) -> Counts:
     """Read, join, write ``out`` (see :func:`join`)."""
     data, _ = join(settings, rng, weak_labels=weak_labels, dead_letter=dead_letter)
@@ -103,7 +103,7 @@ def with_texts(logged: dict[str, Logged], data: Dataset, posts: dict[str, Post])
     )
 
 
-def labelled_texts(settings: Settings, rng: Range, *, dead_letter: bool = True) -> Texts:
+def labelled_texts(settings: Topics, rng: Range, *, dead_letter: bool = True) -> Texts:
     """The range's moderator-labelled posts joined with their texts from the input topic."""
     data, records = join(settings, rng, dead_letter=dead_letter)
     logged = read_verdicts(records, Counts())

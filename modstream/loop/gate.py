@@ -25,7 +25,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from workers.cards import Thresholds
+from workers.model_cards import Thresholds
 
 REVIEW_FLOOR = 0.10  # the default review ceiling is never below this
 MAX_LABELS = 1_000_000  # beyond this many more labels "how many more" is not an answer

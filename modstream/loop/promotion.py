@@ -28,13 +28,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from modstream.triton_repo import add_version, target_of, versions
-from training.retrain import load_serving
-from workers.adapters.triton import triton_version
-from workers.cards import TextModelCard
-from workers.isolation import describe
+from modstream.loop.champion import load_serving
+from modstream.loop.config import Serving
+from modstream.serving.triton_repo import add_version, ensure_model, target_of, versions
+from workers.adapters.triton import TritonControl, triton_version
+from workers.errors import describe
+from workers.model_cards import TextModelCard
 
 log = logging.getLogger(__name__)
+
+CONTROL_TIMEOUT_S = 60.0  # at least, for Triton's repository API: loading a text model takes seconds
+DRAIN_MAX_S = 60.0  # at least, for a retired text model still asked for to stay loaded
 
 
 class PromotionError(ValueError):
@@ -212,3 +216,42 @@ def rollback(link: Path, serving: TextServing | None = None) -> Switch:
     if len(stack) < 2:
         raise PromotionError(f"nothing to roll back to: {history_file(link)} records no earlier promotion")
     return _swap(link, Path(stack[-2]), "rollback", serving)
+
+
+def text_serving(settings: Serving, name: str | None = None) -> TextServing | None:
+    """Triton's repository and control API for the Triton model ``name`` (default the served one's), for a
+    promotion that brings another text model; None when MODSTREAM_TRITON_REPO is unset (then such a
+    promotion is refused).
+
+    The drain policy, from the workers' reload interval (MODSTREAM_MODEL_RELOAD_S): a retired text
+    model is unloaded once idle for one interval, no sooner than two after the switch (every worker
+    has looked for the new bundle by then) and no later than six, or :data:`DRAIN_MAX_S` if longer."""
+    if settings.triton_repo is None:
+        return None
+    reload_s = settings.model_reload_s or TextServing.idle_s  # 0: the workers never look; assume the default
+    return TextServing(
+        ensure_model(settings.triton_repo, name or settings.triton_model, like=settings.triton_model),
+        TritonControl(settings.triton_url, max(settings.triton_timeout_s, CONTROL_TIMEOUT_S)),
+        idle_s=reload_s,
+        drain_min_s=2 * reload_s,
+        drain_max_s=max(DRAIN_MAX_S, 6 * reload_s),
+        keep=[settings.shadow_model_dir] if settings.shadow_model_dir else [],
+    )
+
+
+def promote_configured(settings: Serving, bundle: Path) -> Switch:
+    """:func:`promote` BUNDLE on the link MODSTREAM_MODEL_DIR names, through the served Triton model."""
+    return promote(settings.model_dir, bundle, text_serving(settings))
+
+
+def shadow_configured(settings: Serving, bundle: Path) -> Switch:
+    """:func:`shadow` BUNDLE on the link MODSTREAM_SHADOW_MODEL_DIR names, through the challenger's
+    Triton model (MODSTREAM_SHADOW_TRITON_MODEL)."""
+    if settings.shadow_model_dir is None:
+        raise PromotionError("MODSTREAM_SHADOW_MODEL_DIR is unset: name the challenger's link, the one workers shadow")
+    return shadow(settings.shadow_model_dir, bundle, text_serving(settings, settings.shadow_triton_model))
+
+
+def rollback_configured(settings: Serving) -> Switch:
+    """:func:`rollback` the link MODSTREAM_MODEL_DIR names, through the served Triton model."""
+    return rollback(settings.model_dir, text_serving(settings))

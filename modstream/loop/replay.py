@@ -16,20 +16,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from modstream.loop.rescore import LOOKBACK, Rescored, TextModels, posts_by_id, posts_range, rescore, stale, triton
-from modstream.topics import Range, RangeError, read_range
+from modstream.loop.champion import load_serving
+from modstream.loop.comparison import Comparison, compare, plot
+from modstream.loop.config import Replaying, Topics
+from modstream.loop.join import collect_labels
+from modstream.loop.posts import LOOKBACK, posts_by_id, posts_range
+from modstream.loop.redecide import redecide
+from modstream.loop.rescore import Rescored, TextModels, rescore, stale, triton
+from modstream.loop.topics import Range, RangeError, read_range
 from schemas import Decision, Verdict
-from training.dataset import collect_labels
-from training.flips import Comparison, compare, plot
-from training.redecide import redecide
-from training.retrain import load_serving
 from workers.adapters.kafka import KafkaSink
-from workers.config import Settings
-from workers.delivery import Output, deliver
+from workers.bundle.local_text import LocalText
+from workers.errors import describe
 from workers.feedback.handler import parse as parse_feedback
-from workers.isolation import describe
+from workers.kafka.delivery import Output, deliver
 from workers.records import InMsg
-from workers.textmodel import LocalText
 
 
 class ReplayError(ValueError):
@@ -48,7 +49,7 @@ def verdicts_of(msgs: list[InMsg]) -> dict[str, Verdict]:
     return out
 
 
-def moderator_labels(settings: Settings, rng: Range) -> dict[str, int]:
+def moderator_labels(settings: Topics, rng: Range) -> dict[str, int]:
     """post id -> the latest moderator label (1 spam) from the feedback topic, from the range's start on."""
     try:
         msgs = read_range(settings, settings.feedback_topic, rng.after())
@@ -84,7 +85,7 @@ class ReplayReport:
 
 
 def _rescored(
-    settings: Settings, bundle: Path, todo: list[Verdict], name: str, models: TextModels, lookback: timedelta
+    settings: Replaying, bundle: Path, todo: list[Verdict], name: str, models: TextModels, lookback: timedelta
 ) -> Rescored:
     """``todo``'s texts scored by the bundle's text model, served by Triton as ``name``."""
     try:
@@ -103,7 +104,7 @@ def _rescored(
 
 
 def replay(
-    settings: Settings,
+    settings: Replaying,
     bundle: Path,
     rng: Range,
     out: Path,
@@ -156,7 +157,7 @@ def replay(
     return report
 
 
-def shadow_report(settings: Settings, shadow_topic: str, rng: Range, out: Path) -> Comparison:
+def shadow_report(settings: Topics, shadow_topic: str, rng: Range, out: Path) -> Comparison:
     """The champion's verdicts (the verdicts topic) against the challenger's (``shadow_topic``)."""
     champion = verdicts_of(read_range(settings, settings.output_topic, rng))
     challenger = verdicts_of(read_range(settings, shadow_topic, rng))

@@ -16,38 +16,29 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from modstream.topics import Range
+from modstream.loop.config import TritonScoring
+from modstream.loop.redecide import has_row
 from schemas import Verdict
-from schemas.events import TEXT_JUDGED_CHARS
-from training.redecide import has_row
 from workers.adapters.triton import TritonTextModel
-from workers.cards import TextModelCard
+from workers.bundle.load import ScorerSettings, text_scorer
+from workers.bundle.local_text import LocalText
 from workers.clients import TextModel
-from workers.config import Settings
-from workers.features import INDEX
-from workers.main import text_scorer
-from workers.records import InMsg, Post
-from workers.stages.validate import validate
-from workers.textmodel import LocalText
+from workers.model_cards import TextModelCard
+from workers.records import Post
+from workers.state.features import INDEX
 
 TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
-# A post event is written before its verdict, by as much as the worker lagged then; its record
-# time (the producer's clock) may also run a little ahead of decided_at (the worker's).
-LOOKBACK = timedelta(hours=1)
-SKEW = timedelta(minutes=1)
-
 # A client of a text model (its card's version) as a Triton model name serves it, closed after use.
 TextModels = Callable[[str, str], AbstractAsyncContextManager[TextModel]]
 
 
-def triton(settings: Settings) -> TextModels:
+def triton(settings: TritonScoring) -> TextModels:
     """Clients of the Triton at ``settings.triton_url``; every call has the worker's deadline."""
 
     @asynccontextmanager
@@ -111,21 +102,6 @@ def stale(verdicts: Iterable[Verdict], version: str) -> list[Verdict]:
     return [v for v in verdicts if has_row(v) and v.model_versions.get("text") != version]
 
 
-def posts_range(verdicts: Sequence[Verdict], lookback: timedelta = LOOKBACK) -> Range:
-    """Where on the input topic the post events of ``verdicts`` are."""
-    times = [v.decided_at for v in verdicts]
-    return Range(min(times) - lookback, max(times) + SKEW)
-
-
-def posts_by_id(msgs: Sequence[InMsg], max_text_chars: int = TEXT_JUDGED_CHARS) -> dict[str, Post]:
-    """The first readable event of each post, prepared by the worker's validate stage."""
-    posts, _ = validate(msgs, max_text_chars)  # an unreadable record is no post: its verdict counts as without one
-    out: dict[str, Post] = {}
-    for p in posts:
-        out.setdefault(p.event.post_id, p)
-    return out
-
-
 def with_scores(v: Verdict, text: float | None, ngram: float | None) -> Verdict:
     """``v`` with its two text features, and its text stage score, replaced."""
     assert v.features is not None  # stale() keeps verdicts with a row only
@@ -149,7 +125,7 @@ async def rescore(
     local: LocalText,
     models: TextModels,
     name: str,
-    settings: Settings,
+    settings: ScorerSettings,
 ) -> Rescored:
     """``stale`` verdicts whose post is in ``posts``, their texts scored by ``local``'s text model as
     the Triton model ``name`` serves it. Raises what the client raises, or WrongVersion when ``name``

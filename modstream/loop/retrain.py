@@ -2,7 +2,7 @@
 
 1. dataset: the range's moderator-labelled posts joined with their texts from the input topic;
 2. text: the text model fine-tuned on them (the latest share held out by time), and out-of-fold
-   text models for the earlier posts (modstream/loop/text.py says why);
+   text models for the earlier posts (modstream/loop/retrain_text.py says why);
 3. rescore and decide: every labelled row's two text features scored again in process, the
    held-out posts by the new text model, the earlier ones by the model that did not see them;
    then the decision model trained on the rescored rows;
@@ -22,21 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modstream.loop.champion import load_serving
+from modstream.loop.config import Retraining
 from modstream.loop.dataset import Texts, labelled_texts, matrix
-from modstream.loop.decide import HOLDOUT, Decided, decide, holdout_split
 from modstream.loop.gate import Gate
+from modstream.loop.join import DatasetError
 from modstream.loop.report import write
 from modstream.loop.rescore import in_process, rescore
-from modstream.loop.text import Trained, cross_fit
-from modstream.loop.text import train as train_text
-from modstream.topics import Range
+from modstream.loop.retrain_decision import HOLDOUT, Decided, decide, holdout_split
+from modstream.loop.retrain_text import Trained, cross_fit
+from modstream.loop.retrain_text import train as train_text
+from modstream.loop.topics import Range
 from schemas import Verdict
-from training.dataset import DatasetError
-from training.retrain import load_serving
-from training.textdata import DataError
-from workers.config import Settings
+from training.corpora.labelled import DataError
+from workers.bundle.load import ScorerSettings
+from workers.bundle.local_text import LocalText
 from workers.records import Post
-from workers.textmodel import LocalText
 
 TEXT_FOLDS = 5
 # A new platform's history is small: 1,600 labels give two epochs of about 70 steps, where the text
@@ -66,7 +67,7 @@ class Retrained:
 
 
 def retrain(
-    settings: Settings,
+    settings: Retraining,
     rng: Range,
     serving_bundle: Path,
     out: Path,
@@ -163,7 +164,9 @@ def _text(
     return trained, [(range(late.start, late.stop), text_dir), *folds]
 
 
-def _rescore(verdicts: list[Verdict], posts: dict[str, Post], text_dir: Path, settings: Settings) -> list[Verdict]:
+def _rescore(
+    verdicts: list[Verdict], posts: dict[str, Post], text_dir: Path, settings: ScorerSettings
+) -> list[Verdict]:
     """``verdicts`` with their two text features scored by the text model in ``text_dir``."""
     local, models = LocalText.load(text_dir), in_process(text_dir)
     done = asyncio.run(rescore(verdicts, posts, local, models, "in-process", settings))

@@ -15,17 +15,17 @@ import redis
 import redis.asyncio as aioredis
 from rich.console import Console
 
-from modstream.artifacts import Models, ensure_models
-from modstream.demo import WorkerThread, worker_settings
-from modstream.redis_cluster import LocalRedisCluster
-from modstream.stack import Endpoints, LocalStack, create_topics
-from modstream.traffic import Collector, Record, produce_all
-from modstream.triton_repo import build_repo
+from modstream.harness.demo import WorkerThread, worker_settings
+from modstream.harness.traffic import Collector, Record, produce_all
+from modstream.serving.artifacts import Models, ensure_models
+from modstream.serving.triton_repo import build_repo
+from modstream.stack.local import Endpoints, LocalStack, create_topics
+from modstream.stack.redis_cluster import LocalRedisCluster
 from tests.unit.fakes import tiny_decision_model
 from workers.clients import Framing
 from workers.config import Settings
-from workers.features import FEATURE_VERSION, FEATURES
-from workers.keyspace import Keyspace
+from workers.state.features import FEATURE_VERSION, FEATURES
+from workers.state.keyspace import Keyspace
 
 
 def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) -> Settings:

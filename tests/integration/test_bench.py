@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from modstream.bench import run_bench
+from modstream.harness.bench import run_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

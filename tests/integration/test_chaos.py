@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from modstream.chaos import Suite, hides_aborted_records, run_suite, table
-from modstream.stack import LocalStack, S3Standin, create_topics
-from modstream.traffic import Record
-from modstream.triton_repo import RepoOptions, build_repo
+from modstream.harness.chaos import Suite, hides_aborted_records, run_suite, table
+from modstream.harness.traffic import Record
+from modstream.serving.triton_repo import RepoOptions, build_repo
+from modstream.stack.local import LocalStack, S3Standin, create_topics
 from tests.integration.test_pipeline import post
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def test_no_fault_loses_a_post_or_changes_a_decision(suites: list[Suite]) -> Non
 def test_a_broker_restart_under_load_ends_no_worker(suites: list[Suite], guarantee: str) -> None:
     """Tansu on S3 killed -9 mid-stream and back 5 s later: the lost assignment, the commits it
     refuses and (exactly-once) a transactional call that never returns are survived
-    (workers/commit.py). The time from the broker being back to the first verdict is a figure in
+    (workers/kafka/commit.py). The time from the broker being back to the first verdict is a figure in
     docs/RELIABILITY.md, printed here, not asserted."""
     _, s3 = suites
     result = s3.broker(guarantee)

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client import REGISTRY
 
-from modstream.stack import Endpoints, create_topics
+from modstream.stack.local import Endpoints, create_topics
 from workers.adapters.kafka import KafkaSource
 from workers.config import Settings
 from workers.records import InMsg

@@ -15,14 +15,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from modstream.traffic import Record
+from modstream.harness.traffic import Record
 from schemas import FeedbackEvent
 from tests.integration.conftest import default_models_stack, run_worker
 from tests.integration.test_waves import explain, human_journey, table
 from workers.adapters.redis_store import RedisReputationStore
-from workers.keyspace import Keyspace
-from workers.reputation import plan, wanted
-from workers.signals import MINUTES
+from workers.state.keyspace import Keyspace
+from workers.state.reputation import plan, wanted
+from workers.state.signals import MINUTES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -19,15 +19,15 @@ import redis.asyncio as aioredis
 from confluent_kafka import Producer
 from pydantic import SecretStr
 
-from modstream.chaos import kill_feedback, spam_label
-from modstream.stack import Endpoints, create_topics
+from modstream.harness.chaos import kill_feedback, spam_label
+from modstream.stack.local import Endpoints, create_topics
 from schemas import DeadLetter, FeedbackEvent
 from tests.conftest import first_record
 from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
 from workers.feedback import FeedbackSettings, run_feedback
-from workers.keyspace import Keyspace
-from workers.reputation import CONFIRMED, REFUTED, Applied, ReporterRecord, plan, wanted
+from workers.state.keyspace import Keyspace
+from workers.state.reputation import CONFIRMED, REFUTED, Applied, ReporterRecord, plan, wanted
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +77,7 @@ async def test_feedback_updates_counters_bans_and_dead_letters(stack: Endpoints,
     ks = Keyspace(settings.redis_prefix)
     create_topics(stack.kafka_bootstrap, {settings.feedback_topic: 1, dlq: 1})
     await redis_client.hset(ks.domain(SPAM_DOMAIN), "reputation", 0.5)
-    # A trusted reporter: a new one's report weighs about 0.02 (workers/reputation.py).
+    # A trusted reporter: a new one's report weighs about 0.02 (workers/state/reputation.py).
     await redis_client.hset(ks.reporter("reporter1"), CONFIRMED, 20)
     trusted = ReporterRecord(confirmed=20).weight
 

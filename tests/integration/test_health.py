@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.stack import Endpoints
+from modstream.stack.local import Endpoints
 
 pytestmark = pytest.mark.integration
 

@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from modstream.demo import WorkerThread
+from modstream.harness.demo import WorkerThread
+from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.promotion import TextServing, promote, rollback, shadow
-from modstream.stack import Endpoints, create_topics
-from modstream.topics import Range, read_range
-from modstream.traffic import Collector, Record, produce_all
-from modstream.triton_repo import RepoOptions, build_repo, ensure_model, versions
+from modstream.loop.topics import Range, read_range
+from modstream.serving.triton_repo import RepoOptions, build_repo, ensure_model, versions
+from modstream.stack.local import Endpoints, create_topics
 from schemas import Verdict
 from tests.integration.conftest import run_settings
+from tests.integration.polls import reloads, wait_until
 from tests.unit.fakes import event, tiny_decision_model
 from workers.adapters.triton import TritonControl, triton_version
 from workers.config import Settings
-from workers.features import FEATURE_VERSION, FEATURES
+from workers.state.features import FEATURE_VERSION, FEATURES
 
 pytestmark = pytest.mark.integration
 
@@ -135,8 +136,9 @@ def test_a_challenger_is_shadowed_hot_with_its_own_text_model(
     try:
         produce_all(settings, first)
         assert collector.wait_for([r.key for r in first], 60)
+        before = reloads()
         switch = shadow(challenger, decision_bundle(tmp_path / "s2", tiny_challenger_text_dir, "shadow-2", 3), serving)
-        time.sleep(1.0)  # past the workers' reload interval: the challenger has switched
+        assert wait_until(lambda: reloads() > before, 60), "the worker never switched to the new challenger"
         produce_all(settings, then)
         assert collector.wait_for([r.key for r in then], 60)
     finally:

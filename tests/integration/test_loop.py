@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -17,19 +16,20 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.demo import WorkerThread, simulated_labels
+from modstream.harness.demo import WorkerThread, simulated_labels
+from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.dataset import build_dataset
-from modstream.loop.decide import retrain_decision
 from modstream.loop.gate import Gate
 from modstream.loop.promotion import promote
 from modstream.loop.replay import ReplayError, replay
-from modstream.stack import Endpoints, create_topics
-from modstream.topics import Range, RangeError, read_range
-from modstream.traffic import Collector, Record, produce_all
+from modstream.loop.retrain_decision import retrain_decision
+from modstream.loop.topics import Range, RangeError, read_range
+from modstream.stack.local import Endpoints, create_topics
 from schemas import Verdict
 from tests.integration.conftest import run_settings
+from tests.integration.polls import reloads, wait_until
 from tests.unit.fakes import event, tiny_decision_model, write_bundle
-from training.platforms import LabelledPost
+from training.corpora.platforms import LabelledPost
 from workers.metrics import SHADOW_DECISIONS
 
 pytestmark = pytest.mark.integration
@@ -152,8 +152,9 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         assert (tmp_path / "shadow" / "shadow_flips.png").exists()
 
         # 6. Promote the retrained bundle while the worker runs: later posts name it.
+        before = reloads()
         new_version = promote(current, tmp_path / "retrained").decision
-        time.sleep(1.0)  # a few reload checks (every 0.2 s, between batches)
+        assert wait_until(lambda: reloads() > before, 60), "the worker never switched to the promoted bundle"
         produce_all(s, later)
         assert collector.wait_for([r.key for r in later], 60)
     finally:

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from modstream.demo import WorkerThread
-from modstream.stack import Endpoints, create_topics
-from modstream.topics import Range, read_range
-from modstream.traffic import Collector, Record, produce_all
+from modstream.harness.demo import WorkerThread
+from modstream.harness.traffic import Collector, Record, produce_all
+from modstream.loop.topics import Range, read_range
+from modstream.stack.local import Endpoints, create_topics
 from schemas import DeadLetter, Verdict
 from tests.integration.conftest import run_settings, run_worker
 from tests.unit.fakes import KINDS, event
 from workers.config import Settings
-from workers.features import FEATURES
+from workers.state.features import FEATURES
 
 pytestmark = pytest.mark.integration
 

@@ -13,13 +13,13 @@ import redis.asyncio as aioredis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pydantic import SecretStr
 
-from modstream.stack import Endpoints, create_topics
+from modstream.stack.local import Endpoints, create_topics
 from schemas import DeadLetter
 from tests.conftest import records
 from workers.config import Settings
-from workers.keyspace import Keyspace
 from workers.profiles.app import run_profiles
-from workers.profiles.contract import STAMP_SUFFIX
+from workers.state.keyspace import Keyspace
+from workers.state.profile_fields import STAMP_SUFFIX
 
 pytestmark = pytest.mark.integration
 

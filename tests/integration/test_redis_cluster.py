@@ -18,16 +18,16 @@ from redis.asyncio.cluster import RedisCluster
 from schemas import FeedbackEvent
 from tests.integration.test_feedback import spam_label
 from tests.integration.test_signals_redis import plans
-from tests.unit.test_profiles import AT, record, update
-from workers import signals
+from tests.unit.workers.profiles.test_profiles import AT, record, update
 from workers.adapters.redis_layout import Layout, Script
 from workers.adapters.redis_profiles import RedisProfileStore
 from workers.adapters.redis_store import _COUNT_SIGNALS, RedisReputationStore, RedisStore, signal_calls
-from workers.keyspace import Keyspace
-from workers.profiles.contract import plan as profile_plan
-from workers.reputation import Bans, plan
-from workers.signals import MemorySignals
 from workers.stages.short_circuit import BanListCache
+from workers.state import signals
+from workers.state.keyspace import Keyspace
+from workers.state.profile_fields import plan as profile_plan
+from workers.state.reputation import Bans, plan
+from workers.state.signals import MemorySignals
 
 pytestmark = pytest.mark.integration
 
@@ -142,7 +142,7 @@ async def test_profiles_on_a_cluster_write_every_slot(redis_cluster: str, cluste
 
 
 def test_bench_redis_reports_both_servers(tmp_path: Path) -> None:
-    from modstream.redis_bench import plot, run
+    from modstream.harness.redis_bench import plot, run
 
     results = run(batches=2, size=16, shards=8)
     for server in ("single_node", "cluster"):

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from modstream.traffic import Record
+from modstream.harness.traffic import Record
 from tests.integration.conftest import default_models_stack, run_worker
-from training.text_model import EVAL_SETS
-from training.zero_shot import LANGUAGES_CSV
-from workers.cards import TextModelCard
-from workers.keyspace import Keyspace
-from workers.language import Languages
+from training.experiments.zero_shot import LANGUAGES_CSV
+from training.text_model.train import EVAL_SETS
+from workers.model_cards import TextModelCard
+from workers.state.keyspace import Keyspace
+from workers.text.language import Languages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 The registry is confluent-kafka's test double (``MockSchemaRegistryClient``), shared by the
 producer, the worker and the verdict reader: no registry server is installable here (see
-tests/unit/test_registry.py). Everything else is the real stack."""
+tests/unit/workers/adapters/test_schema_registry.py). Everything else is the real stack."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import json
 import pytest
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from modstream.traffic import Record
+from modstream.harness.traffic import Record
 from schemas import Verdict
 from tests.integration.conftest import run_worker
 from tests.integration.test_pipeline import read_dead_letters
 from tests.unit.fakes import KINDS
-from tests.unit.test_registry import consumer_side, framed_json, mock_registry
-from workers.adapters.registry import RegistryFraming
+from tests.unit.workers.adapters.test_schema_registry import consumer_side, framed_json, mock_registry
+from workers.adapters.schema_registry import RegistryFraming
 from workers.config import Settings
 
 pytestmark = pytest.mark.integration

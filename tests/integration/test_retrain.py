@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,19 +14,20 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.demo import WorkerThread, simulated_labels
+from modstream.harness.demo import WorkerThread, simulated_labels
+from modstream.harness.traffic import Collector, produce_all
 from modstream.loop.rescore import OnnxText
-from modstream.stack import Endpoints, create_topics
-from modstream.traffic import Collector, produce_all
-from modstream.triton_repo import MODEL_NAME, RepoOptions, build_repo
+from modstream.serving.triton_repo import MODEL_NAME, RepoOptions, build_repo
+from modstream.stack.local import Endpoints, create_topics
 from tests.integration.conftest import run_settings, run_worker
+from tests.integration.polls import reloads, wait_until
 from tests.integration.test_loop import bundle, traffic
 from tests.integration.test_train_text import tiny_base
-from training.platforms import instagram_comments, weeks
+from training.corpora.platforms import instagram_comments, weeks
 from workers.adapters.triton import TritonControl
-from workers.cards import DecisionModelCard, TextModelCard
+from workers.model_cards import DecisionModelCard, TextModelCard
 from workers.stages.decide import DecisionModel
-from workers.textenc import TextEncoder
+from workers.text.encoder import TextEncoder
 
 pytestmark = pytest.mark.integration
 __all__ = ["tiny_base"]  # a fixture
@@ -82,7 +82,7 @@ def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
 def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
     stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_base: Path, tmp_path: Path
 ) -> None:
-    """The README's loop on one running worker, on a new platform's posts (training/platforms.py, which
+    """The README's loop on one running worker, on a new platform's posts (training/corpora/platforms.py, which
     no default model trains on): its verdicts, moderators' labels on the feedback topic,
     `modstream retrain`, `modstream models promote`; the next week's posts are decided by the retrained
     text and decision models, between batches, with nothing lost and no restart."""
@@ -129,9 +129,10 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         tiny = ["--base", str(tiny_base), "--epochs", "1"]
         result = CliRunner().invoke(app, [*retrain, *loose, *tiny], env=env)
         assert result.exit_code == 0, result.output
+        before = reloads()
         promoted = CliRunner().invoke(app, ["models", "promote", str(out)], env=env)
         assert promoted.exit_code == 0, promoted.output
-        time.sleep(1.5)  # past the worker's reload interval
+        assert wait_until(lambda: reloads() > before, 60), "the worker never switched to the promoted bundle"
         produce_all(s, next_week)
         assert collector.wait_for([r.key for r in next_week], 120), "a post got no verdict"
     finally:

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
+from modstream.harness.traffic import Record, produce_all
 from modstream.loop.replay import replay
 from modstream.loop.rescore import NGRAM, TEXT
-from modstream.stack import Endpoints, create_topics
-from modstream.topics import Range, read_range
-from modstream.traffic import Record, produce_all
+from modstream.loop.topics import Range, read_range
+from modstream.stack.local import Endpoints, create_topics
 from schemas import Verdict
 from tests.integration.conftest import run_settings, run_worker
 from tests.integration.test_loop import bundle, traffic
@@ -97,7 +97,7 @@ def test_a_challenger_text_model_triton_does_not_serve_never_stops_the_champion(
     records = traffic(30, "n", 6)
     skipped = SHADOW_FAILURES.labels("score")._value.get()
 
-    with caplog.at_level(logging.WARNING, logger="workers.shadow"):
+    with caplog.at_level(logging.WARNING, logger="workers.bundle.shadow"):
         out = run_worker(s, records).outcomes
 
     assert set(out.verdicts) == {r.key for r in records} and not any(v.degraded for v in out.verdicts.values())

@@ -12,14 +12,14 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modstream.stack import Endpoints
-from tests.unit.test_signals import T0, post
-from workers import signals
+from modstream.stack.local import Endpoints
+from tests.unit.workers.state.test_signals import T0, post
 from workers.adapters.redis_store import RedisStore
-from workers.keyspace import Keyspace
 from workers.records import InMsg
-from workers.signals import HOUR, MemorySignals
 from workers.stages.validate import validate
+from workers.state import signals
+from workers.state.keyspace import Keyspace
+from workers.state.signals import HOUR, MemorySignals
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import tritonclient.grpc as grpcclient
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tritonclient.utils import InferenceServerException
 
-from modstream.stack import S3_DIR, STATE_FILE, STOP_GRACE_S, Endpoints, LocalStack, create_topics, group_members
-from modstream.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
+from modstream.serving.triton_repo import INPUT_NAMES, MODEL_NAME, NUM_LABELS, OUTPUT_NAME
+from modstream.stack.local import S3_DIR, STATE_FILE, STOP_GRACE_S, Endpoints, LocalStack, create_topics, group_members
 from tests.conftest import first_record, records
 from workers.adapters.triton import triton_version
 
@@ -45,7 +45,7 @@ def test_broker_round_trip(stack: Endpoints) -> None:
 def test_a_durable_stack_keeps_its_topics_and_offsets_across_down_and_up(
     tmp_path: Path, triton_repo: Path, stack: Endpoints
 ) -> None:
-    """``stack up``'s default: the broker's log and group offsets outlive its processes (modstream/s3store.py)."""
+    """``stack up``'s default: the broker's log and group offsets outlive its processes (modstream/stack/s3store.py)."""
     durable = LocalStack(tmp_path / "stack", triton_repo, stack.redis_url, durable=True)
     topic, group = "kept", "kept-readers"
     with durable as ep:
@@ -151,7 +151,7 @@ def test_triton_bad_request_fails_alone(client: grpcclient.InferenceServerClient
 HOLD = """
 import sys, time
 from pathlib import Path
-from modstream.stack import LocalStack
+from modstream.stack.local import LocalStack
 stack = LocalStack(Path(sys.argv[1]), Path(sys.argv[2]), redis_url=None)
 if sys.argv[3] == "with":
     with stack:

@@ -10,10 +10,10 @@ import pytest
 import torch
 from transformers import BertModel, DistilBertConfig, DistilBertForSequenceClassification
 
-from training.text_base import MINILM_NAME, init_model, minilm_dir, minilm_distilbert
-from training.text_export import export_onnx, quantize_int8
-from training.text_scoring import session
-from workers.textenc import TextEncoder, spam_prob
+from training.text_model.base import MINILM_NAME, init_model, minilm_dir, minilm_distilbert
+from training.text_model.export import export_onnx, quantize_int8
+from training.text_model.scoring import session
+from workers.text.encoder import TextEncoder, spam_prob
 
 TEXTS = [
     "Congratulations! You have WON a $1000 gift card, click here to claim",

@@ -14,9 +14,9 @@ from transformers import AutoTokenizer, DistilBertConfig, DistilBertForSequenceC
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from training.templates import template_posts
-from training.text_base import minilm_dir
-from workers.cards import TextModelCard
+from training.corpora.templates import template_posts
+from training.text_model.base import minilm_dir
+from workers.model_cards import TextModelCard
 
 pytestmark = pytest.mark.integration
 

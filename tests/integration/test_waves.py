@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from modstream.traffic import Record
+from modstream.harness.traffic import Record
 from schemas import Verdict
 from tests.integration.conftest import default_models_stack, run_worker
-from workers.cards import DecisionModelCard
-from workers.keyspace import Keyspace
-from workers.signals import MINUTES
+from workers.model_cards import DecisionModelCard
+from workers.state.keyspace import Keyspace
+from workers.state.signals import MINUTES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import minilm_tokenizer
-from workers.textenc import TextEncoder
+from workers.text.encoder import TextEncoder
 
 
 @pytest.fixture(scope="session")

@@ -16,13 +16,13 @@ import lightgbm as lgb
 import numpy as np
 
 from schemas import Decision, FeatureRow, Verdict
-from workers.cards import Thresholds
 from workers.clients import DeliveryError
-from workers.features import FEATURE_VERSION, FEATURES, MONOTONE
+from workers.model_cards import Thresholds
 from workers.records import InMsg
-from workers.signals import MemorySignals
-from workers.signals import Plan as SignalPlan
 from workers.stages.decide import DecisionModel
+from workers.state.features import FEATURE_VERSION, FEATURES, MONOTONE
+from workers.state.signals import MemorySignals
+from workers.state.signals import Plan as SignalPlan
 
 T0 = datetime(2026, 11, 23, 10, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from workers.clients import DeliveryError, Headers
-from workers.commit import Recovery, recovery
-from workers.fetchwait import FetchWait
-from workers.lag import REBALANCES, CommitTimer, LagExporter
+from workers.kafka.commit import Recovery, recovery
+from workers.kafka.fetch_wait import FetchWait
+from workers.kafka.lag import REBALANCES, CommitTimer, LagExporter
 from workers.records import InMsg
 
 log = logging.getLogger(__name__)
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def _commit_quietly(consumer: Consumer) -> None:
     """Commit what is stored; a commit that fails (the broker restarting, the assignment lost)
-    leaves those records for redelivery and never ends the worker (workers/commit.py)."""
+    leaves those records for redelivery and never ends the worker (workers/kafka/commit.py)."""
     try:
         consumer.commit(asynchronous=False)
     except KafkaException as exc:
@@ -37,7 +37,7 @@ class KafkaSource:
         fetch_wait: FetchWait | None = None,
         on_assign: Callable[[], None] | None = None,
     ) -> None:
-        """``fetch_wait`` adapts ``fetch.wait.max.ms`` to a broker that answers slowly (workers/fetchwait.py);
+        """``fetch_wait`` adapts ``fetch.wait.max.ms`` to a broker that answers slowly (workers/kafka/fetch_wait.py);
         ``on_assign`` runs, inside poll, whenever partitions are assigned."""
         self._assigned_hook = on_assign
         self.commits = CommitTimer()
@@ -228,7 +228,7 @@ class KafkaSink:
 
 class KafkaTransactions:
     """The sink's producer in transactions that also commit the source consumer's offsets; each
-    call blocks up to ``timeout_s`` (the worker calls them through workers/commit.py's ``Guarded``)."""
+    call blocks up to ``timeout_s`` (the worker calls them through workers/kafka/commit.py's ``Guarded``)."""
 
     def __init__(self, sink: KafkaSink, source: KafkaSource, timeout_s: float) -> None:
         self._sink, self._source, self._timeout_s = sink, source, timeout_s

@@ -15,7 +15,7 @@ State that many posts share is spread so that no slot holds all of it:
   to that slot (:meth:`Layout.beside`). Each part of a post or an event is then counted at
   most once by itself, so the whole is still counted exactly once.
 
-On a single node keys are exactly what :class:`~workers.keyspace.Keyspace` names.
+On a single node keys are exactly what :class:`~workers.state.keyspace.Keyspace` names.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 
 from workers.adapters.redis_layout import Calls, Layout, Script, connect
-from workers.profiles.contract import STAMP_SUFFIX, ProfileWrite
+from workers.state.profile_fields import STAMP_SUFFIX, ProfileWrite
 
 # A field is written when its stored stamp is not newer than the update (equal: a redelivery,
 # harmless to apply again); a prior only while the field is absent. In one script, so a

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.adapters.redis_layout import Calls, Layout, Script, connect
-from workers.keyspace import Keyspace
-from workers.reputation import (
+from workers.state.keyspace import Keyspace
+from workers.state.reputation import (
     CONFIRMED,
     NEW_REPORTERS,
     POST,
@@ -28,8 +28,8 @@ from workers.reputation import (
     ReporterRecord,
     Reporters,
 )
-from workers.signals import USERS_CAP, Count, FirstSeen
-from workers.signals import Plan as SignalPlan
+from workers.state.signals import USERS_CAP, Count, FirstSeen
+from workers.state.signals import Plan as SignalPlan
 
 # Apply each feedback event's change at most once: its marker (SET NX, with a TTL longer
 # than any redelivery) and its increments and reputation penalties (clamped at 0) go in one
@@ -140,7 +140,7 @@ def apply_calls(
     return calls
 
 
-# The stream-kept signals of a batch (workers/signals.py has the semantics): for each post,
+# The stream-kept signals of a batch (workers/state/signals.py has the semantics): for each post,
 # its snapshot if it was counted before (a redelivery), else each count before adding the
 # post, and first sightings; all in one atomic script, so an outage never half-counts a post.
 # On a cluster a post is counted in parts, one per slot its (sharded) keys are in, each part

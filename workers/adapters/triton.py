@@ -1,7 +1,7 @@
 """Triton gRPC (asyncio) behind the TextModel protocol. Every call carries a deadline.
 
 A text model is one version of the Triton model (``spam_text/<n>/``), its number derived from
-the card's version (:func:`modstream.triton_repo.triton_version`), so every request names the
+the card's version (:func:`modstream.serving.triton_repo.triton_version`), so every request names the
 exact text model the worker's bundle holds, and a promoted one is served beside the old.
 """
 

@@ -2,7 +2,7 @@
 
 A faust-streaming agent (:mod:`.app`) takes small batches off the feedback topic;
 :class:`~workers.feedback.handler.FeedbackHandler` (plain asyncio, no faust) validates them,
-dead-letters what is invalid, and applies one aggregated :class:`~workers.reputation.Plan`
+dead-letters what is invalid, and applies one aggregated :class:`~workers.state.reputation.Plan`
 per batch through the :class:`~workers.clients.ReputationStore` in a single round trip.
 The moderation worker picks the new bans up on its next ban-list refresh.
 

@@ -16,14 +16,14 @@ from workers.adapters.kafka import KafkaSink
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
-from workers.delivery import DeadLetters
 from workers.feedback.handler import FeedbackHandler
-from workers.feedback.security import broker_credentials
 from workers.feedback.settings import FeedbackSettings
-from workers.keyspace import Keyspace
-from workers.lifecycle import run_until_signalled
-from workers.probes import mark_ready
+from workers.kafka.delivery import DeadLetters
+from workers.kafka.security import broker_credentials
 from workers.records import InMsg
+from workers.runtime.lifecycle import run_until_signalled
+from workers.runtime.probes import mark_ready
+from workers.state.keyspace import Keyspace
 
 log = logging.getLogger(__name__)
 

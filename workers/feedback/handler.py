@@ -13,7 +13,6 @@ from redis.exceptions import RedisError
 
 from schemas import FeedbackEvent
 from workers.clients import ReputationStore, Sink
-from workers.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
 from workers.feedback.metrics import (
     BANS,
     BATCH_SECONDS,
@@ -25,8 +24,10 @@ from workers.feedback.metrics import (
     REPORTS_REPEATED,
     RETRIES,
 )
+from workers.kafka.delivery import DeadLetters, DeliveryFailed, deliver_dead_letters
 from workers.records import Failure, InMsg
-from workers.reputation import (
+from workers.stages.validate import parse as parse_records  # one error format for every DLQ
+from workers.state.reputation import (
     CONFIRMED,
     DOMAIN,
     POST,
@@ -39,7 +40,6 @@ from workers.reputation import (
     plan,
     wanted,
 )
-from workers.stages.validate import parse as parse_records  # one error format for every DLQ
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workers.reputation import BanThresholds
+from workers.state.reputation import BanThresholds
 
 
 class FeedbackSettings(BaseSettings):

@@ -12,17 +12,17 @@ from workers.adapters.kafka import KafkaSink, KafkaSource
 from workers.adapters.redis_layout import Layout
 from workers.adapters.redis_profiles import RedisProfileStore
 from workers.clients import ProfileStore, Sink, Source
-from workers.commit import settle
 from workers.config import Settings
-from workers.delivery import DeadLetters, deliver_dead_letters
-from workers.keyspace import Keyspace
-from workers.lifecycle import run_until_signalled
-from workers.probes import mark_ready
-from workers.profiles.contract import ProfileWrite, plan
+from workers.kafka.commit import settle
+from workers.kafka.delivery import DeadLetters, deliver_dead_letters
 from workers.profiles.metrics import DEAD_LETTERS, FIELDS, UPDATES
 from workers.records import Failure, InMsg
+from workers.runtime.lifecycle import run_until_signalled
+from workers.runtime.probes import mark_ready
+from workers.runtime.startup import until_up
 from workers.stages.validate import parse
-from workers.startup import until_up
+from workers.state.keyspace import Keyspace
+from workers.state.profile_fields import ProfileWrite, plan
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,12 @@ import numpy.typing as npt
 import scipy.sparse as sp  # type: ignore[import-untyped]  # no stubs here; lightgbm imports it anyway
 
 from schemas import Decision, FeatureRow, Reason, ReasonCode
-from workers.cards import DecisionModelCard, Thresholds
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
-from workers.features import (
+from workers.errors import each
+from workers.metrics import DECISION_RULES
+from workers.model_cards import DecisionModelCard, Thresholds
+from workers.records import Failure, Outcome, Post, verdict_for
+from workers.state.features import (
     CAMPAIGN,
     FEATURE_VERSION,
     FEATURES,
@@ -26,9 +29,6 @@ from workers.features import (
     assemble,
     check_contract,
 )
-from workers.isolation import each
-from workers.metrics import DECISION_RULES
-from workers.records import Failure, Outcome, Post, verdict_for
 
 STAGE = "decide"
 FloatArray = npt.NDArray[np.float64]
@@ -325,7 +325,7 @@ def decide(
     languages: Sequence[str | None] | None = None,
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on. ``languages``: per post, a language the text
-    model cannot judge (workers/language.py), whose text scores are then left out, or None."""
+    model cannot judge (workers/text/language.py), whose text scores are then left out, or None."""
     none = [None] * len(posts)
     rows, failures = each(
         STAGE,

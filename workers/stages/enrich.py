@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers import signals
 from workers.clients import HashStore
-from workers.features import Profile
-from workers.keyspace import Keyspace
 from workers.records import Post
+from workers.state import signals
+from workers.state.features import Profile
+from workers.state.keyspace import Keyspace
 
 STAGE = "enrich"
 

@@ -6,9 +6,9 @@ import time
 from collections.abc import Sequence
 
 from workers.clients import DeliveryError, Framing, Sink
-from workers.commit import Settlement, settle
-from workers.delivery import DeadLetters, Output, deliver
-from workers.isolation import each
+from workers.errors import each
+from workers.kafka.commit import Settlement, settle
+from workers.kafka.delivery import DeadLetters, Output, deliver
 from workers.metrics import E2E_SECONDS, RECORDS
 from workers.records import Failure, InMsg, Outcome
 

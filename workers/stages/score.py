@@ -17,7 +17,7 @@ from itertools import pairwise
 
 from workers.clients import TextModel
 from workers.metrics import CACHE_HITS
-from workers.textenc import FloatArray, TextEncoder, pad, spam_prob
+from workers.text.encoder import FloatArray, TextEncoder, pad, spam_prob
 
 STAGE = "score"
 

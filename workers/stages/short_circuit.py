@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from schemas import Reason
 from schemas.events import canonical_ip
 from workers.clients import HashStore
-from workers.isolation import each
-from workers.keyspace import Keyspace
+from workers.errors import each
 from workers.metrics import BANLIST_SIZE
 from workers.records import Failure, Outcome, Post, verdict_for
-from workers.urls import ascii_host, domain_candidates
+from workers.state.keyspace import Keyspace
+from workers.text.urls import ascii_host, domain_candidates
 
 STAGE = "short_circuit"
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ from pydantic import BaseModel
 from schemas import PostEvent
 from schemas.events import TEXT_JUDGED_CHARS
 from workers.clients import Framing
-from workers.isolation import EmptyRecord, each
+from workers.errors import EmptyRecord, each
 from workers.metrics import count_unknown_fields
 from workers.records import Failure, InMsg, Post
-from workers.textenc import post_text
-from workers.urls import extract_links
+from workers.text.encoder import post_text
+from workers.text.urls import extract_links
 
 STAGE = "validate"
 M = TypeVar("M", bound=BaseModel)
@@ -29,7 +29,7 @@ def parse(
     msgs: Sequence[InMsg], model: type[M], framing: Framing | None = None
 ) -> tuple[list[tuple[InMsg, M]], list[Failure]]:
     """Strictly parse each record as ``model``; whatever fails becomes a Failure value. A registry
-    that does not answer fails the whole batch instead (:class:`workers.isolation.Outage`)."""
+    that does not answer fails the whole batch instead (:class:`workers.errors.Outage`)."""
 
     def one(msg: InMsg) -> tuple[InMsg, M]:
         if msg.value is None:

@@ -1,0 +1,186 @@
+"""Retraining the decision model on the platform's labels: split by time, thresholds out of fold,
+gated against the serving model, a clear exit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from modstream.cli import app
+from modstream.loop.gate import Gate, Outcome
+from modstream.loop.join import DatasetError, build, write_parquet
+from modstream.loop.retrain_decision import cap_review, doubted_labels, fit_oof, holdout_split, retrain_decision
+from tests.unit.fakes import logged_verdict, tiny_decision_model, write_bundle
+from training.decision_model import PARAMS, choose_thresholds
+from workers.model_cards import Thresholds
+from workers.records import InMsg
+from workers.runtime.startup import EXIT_MISCONFIGURED
+from workers.state.features import FEATURES
+
+TEXT = FEATURES.index("text_spam_prob")
+USER_REPORTS = FEATURES.index("user_reports")
+
+
+def labelled_set(path: Path, n: int = 800, seed: int = 3) -> Path:
+    """Posts whose label the text score explains partly and user reports explain the rest: a model
+    trained on them beats the tiny serving model, which reads the text score only."""
+    rng = np.random.default_rng(seed)
+    verdicts, feedback = [], []
+    for i in range(n):
+        spam = bool(rng.random() < 0.4)
+        values: list[float | None] = list(rng.random(len(FEATURES)))
+        values[TEXT] = float(np.clip(rng.normal(0.65 if spam else 0.35, 0.25), 0, 1))
+        values[USER_REPORTS] = float(rng.poisson(3 if spam else 0.3))
+        values[1] = None  # missing values travel as null
+        verdicts.append(logged_verdict(f"p{i}", i, values=values))
+        feedback.append(
+            json.dumps(
+                {
+                    "kind": "moderator_label",
+                    "post_id": f"p{i}",
+                    "user_id": "u1",
+                    "actor_id": "m",
+                    "label": "spam" if spam else "ham",
+                    "created_at": "2026-12-01T00:00:00Z",
+                }
+            ).encode()
+        )
+    data = build(
+        [InMsg("verdicts", 0, i, None, v.model_dump_json().encode(), 0.0) for i, v in enumerate(verdicts)],
+        [InMsg("feedback", 0, i, None, f, 0.0) for i, f in enumerate(feedback)],
+    )
+    write_parquet(data, path)
+    return path
+
+
+def one_line(output: str) -> str:
+    """The CLI's error with the console's wrapping undone; it must be the only thing printed."""
+    assert output.startswith("error:") and "Traceback" not in output
+    return " ".join(output.split())
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Path:
+    return write_bundle(tmp_path / "serving")
+
+
+LOOSE = Gate(max_ham_blocked=0.1, min_block_precision=0.8)  # bounds 160 held-out posts can settle
+
+
+def test_the_split_is_by_time() -> None:
+    assert holdout_split(100) == (slice(0, 80), slice(80, 100))
+
+
+def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Path) -> None:
+    out = tmp_path / "new"
+    decided = retrain_decision(labelled_set(tmp_path / "set.parquet"), serving, out, LOOSE)
+    assert decided.rows == {"train": 640, "held_out": 160}
+    # The gate's posts are the latest: its slice starts after the training rows.
+    assert decided.split_times["train"] < decided.split_times["held_out"]
+    assert decided.challenger.n == decided.champion.n == 160 and decided.oof.n == 640
+    assert decided.challenger.roc_auc > decided.champion.roc_auc and decided.judgement.better
+    assert (out / "decision" / "model.txt").exists() and (out / "text" / "card.json").exists()
+    assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
+
+
+def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_cannot_explain() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.random((600, len(FEATURES))), (rng.random(600) < 0.3).astype(int)
+    fitted, oof = fit_oof(x, y, review_budget=1.0)
+    assert fitted.thresholds == choose_thresholds(y, oof)
+    assert (oof >= fitted.thresholds.block).sum() <= 3  # at most the odd top score that happens to be spam
+    # Thresholds on the model's own training rows block a third of them: it has learnt their noise.
+    p = lgb.train(PARAMS, lgb.Dataset(x, y), num_boost_round=200).predict(x)
+    assert (p >= choose_thresholds(y, p).block).mean() > 0.25
+
+
+def test_labels_the_out_of_fold_model_contradicts_are_named_and_still_count() -> None:
+    """Scams labelled real, as a new platform's first labels hold: named for moderators to check
+    again, no real ham among them; the cuts still count them (a hard post looks the same)."""
+    rng = np.random.default_rng(8)
+    n = 1200
+    y = (rng.random(n) < 0.35).astype(int)
+    x = rng.random((n, len(FEATURES)))
+    x[:, TEXT] = np.clip(rng.normal(np.where(y == 1, 0.8, 0.2), 0.12), 0, 1)  # the text explains the label
+    flipped = np.nonzero(y == 1)[0][::20]  # 5% of the spam labelled ham
+    noisy = y.copy()
+    noisy[flipped] = 0
+    fitted, oof = fit_oof(x, noisy, review_budget=1.0)
+    doubted = doubted_labels(noisy, oof)
+    # Confident learning doubts a ham label past the labelled spam's average score: the surest half.
+    assert doubted[flipped].mean() > 0.3 and not (doubted & (y == 0)).any()
+    assert fitted.thresholds == choose_thresholds(noisy, oof)
+
+
+def test_the_review_band_is_narrowed_from_below_to_the_budget() -> None:
+    p = np.linspace(0, 1, 101)[:-1]  # 100 scores, 0.00 to 0.99
+    th = cap_review(Thresholds(block=0.9, allow=0.1), p, budget=0.1)
+    assert th == Thresholds(block=0.9, allow=0.8) and ((p >= th.allow) & (p < th.block)).sum() == 10
+    assert cap_review(Thresholds(block=0.9, allow=0.85), p, 0.1) == Thresholds(block=0.9, allow=0.85)
+    assert cap_review(Thresholds(block=0.9, allow=0.1), p, 0.0).allow == 0.9  # no review at all
+
+
+def test_the_gate_decides_the_exit_code_and_writes_the_report(tmp_path: Path, serving: Path) -> None:
+    data = labelled_set(tmp_path / "set.parquet")
+    runner = CliRunner()
+    base = ["train-decision", "--data", str(data), "--serving", str(serving), "--out", str(tmp_path / "o")]
+    loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8"]
+    assert runner.invoke(app, [*base, *loose]).exit_code == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["gate"]["outcome"] == Outcome.BETTER and (tmp_path / "o" / "report.png").stat().st_size > 1000
+    doubted = report["labels_to_recheck"]  # post ids for moderators, by the label they carry
+    assert set(doubted) == {"labelled_ham", "labelled_spam"}
+    assert all(post_id.startswith("p") for ids in doubted.values() for post_id in ids)
+    result = runner.invoke(app, base)  # 160 held-out posts cannot show <= 1% of ham blocked
+    assert result.exit_code == 1, result.output
+    assert "too few labels to tell" in result.output and "more posts" in result.output
+    # The ceiling bounds the thresholds too: none of the posts goes to review.
+    assert runner.invoke(app, [*base, *loose, "--max-review-share", "0.0"]).exit_code == 0
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["challenger"]["review"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--data", "x.parquet", "--text-model", "t", "--posts", "2000"], "--text-model, --posts"),
+        (["--data", "x.parquet", "--without-signals"], "--without-signals"),
+        (["--max-review-share", "0.1", "--serving", "s"], "--serving, --max-review-share"),
+    ],
+)
+def test_options_that_would_not_take_effect_are_refused(args: list[str], named: str) -> None:
+    result = CliRunner().invoke(app, ["train-decision", *args])
+    assert result.exit_code == EXIT_MISCONFIGURED and one_line(result.output).startswith(f"error: {named} ")
+
+
+def test_a_serving_bundle_of_another_contract_is_a_one_line_error(tmp_path: Path, serving: Path) -> None:
+    card = serving / "decision" / "card.json"
+    card.write_text(json.dumps(json.loads(card.read_text()) | {"features": ["a"], "feature_version": "x"}))
+    result = CliRunner().invoke(
+        app, ["train-decision", "--data", str(labelled_set(tmp_path / "s.parquet")), "--serving", str(serving)]
+    )
+    assert result.exit_code == EXIT_MISCONFIGURED
+    assert "feature contract" in one_line(result.output)
+
+
+@pytest.mark.parametrize("content", [b"garbage", b""])
+def test_a_corrupt_or_empty_file_is_a_one_line_error(tmp_path: Path, serving: Path, content: bytes) -> None:
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(app, ["train-decision", "--data", str(bad), "--serving", str(serving)])
+    assert result.exit_code == EXIT_MISCONFIGURED and "Parquet" in one_line(result.output), result.output
+
+
+def test_too_few_labels_to_split_are_refused(tmp_path: Path, serving: Path) -> None:
+    with pytest.raises(DatasetError, match="need >= 5 of each"):
+        retrain_decision(labelled_set(tmp_path / "s.parquet", n=40), serving, tmp_path / "o", Gate())
+
+
+def test_a_set_scored_by_another_text_model_is_refused(tmp_path: Path) -> None:
+    other = write_bundle(tmp_path / "other", model=tiny_decision_model(), text_version="t2")
+    with pytest.raises(DatasetError, match="text model"):
+        retrain_decision(labelled_set(tmp_path / "s.parquet"), other, tmp_path / "o", Gate())

@@ -1,0 +1,172 @@
+"""Stream-kept signals: window maths, idempotency under redelivery, near-duplicate hashing."""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.unit.fakes import event
+from workers.records import InMsg, Post
+from workers.stages.validate import validate
+from workers.state import signals
+from workers.state.keyspace import Keyspace
+from workers.state.signals import DAY, HOUR, SIGNALS, MemorySignals
+
+KS = Keyspace("t:")
+T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC).timestamp()
+
+
+def post(pid: str, user: str = "u1", at: float = T0, text: str = "win a free prize now", **kw: object) -> Post:
+    created = datetime.fromtimestamp(at, UTC).isoformat()
+    (p,), _ = validate([InMsg("posts", 0, 0, None, event(pid, text, user_id=user, created_at=created, **kw), 0.0)])
+    return p
+
+
+def run(store: MemorySignals, posts: list[Post]) -> list[dict[str, float]]:
+    plans = signals.plans(posts, KS, 600)
+    return [
+        dict(zip(SIGNALS, signals.values(pl, s), strict=True)) for pl, s in zip(plans, store.run(plans), strict=True)
+    ]
+
+
+def test_counts_are_as_before_the_post_and_windows_are_event_time_buckets() -> None:
+    store = MemorySignals()
+    first, second, next_hour, next_day = run(
+        store,
+        [post("a"), post("b", at=T0 + 60), post("c", at=T0 + HOUR), post("d", at=T0 + DAY)],
+    )
+    assert (first["user_posts_1h"], first["user_posts_24h"]) == (0, 0)
+    assert (second["user_posts_1h"], second["user_posts_24h"]) == (1, 1)
+    assert (next_hour["user_posts_1h"], next_hour["user_posts_24h"]) == (0, 2)  # a new hour, the same day
+    assert (next_day["user_posts_1h"], next_day["user_posts_24h"]) == (0, 0)
+
+
+def test_distinct_users_count_users_not_posts() -> None:
+    out = run(MemorySignals(), [post("a", "u1"), post("b", "u1"), post("c", "u2"), post("d", "u3")])
+    assert [o["campaign_users_24h"] for o in out] == [0, 1, 1, 2]
+    assert [o["ip_users_24h"] for o in out] == [0, 1, 1, 2]
+
+
+def test_a_redelivered_post_counts_once_and_sees_what_it_saw_first() -> None:
+    store = MemorySignals()
+    batch = [post("a", "u1"), post("b", "u2", urls=["https://x.example/p"])]
+    first = run(store, batch)
+    run(store, [post("c", "u3", urls=["https://x.example/p"])])  # the state moves on...
+    state = copy.deepcopy((store.posts, store.users, store.first))
+    again = run(store, batch)  # ...then the batch comes back (a crash before its commit)
+    assert again == first and (store.posts, store.users, store.first) == state
+
+
+def test_first_sightings_and_missing_link_signals() -> None:
+    link = "https://new.example/x"
+    early, late, no_link = run(
+        MemorySignals(), [post("a", urls=[link], at=T0), post("b", urls=[link], at=T0 + 3 * HOUR), post("c")]
+    )
+    assert early["url_first_seen_hours"] == 0 and late["url_first_seen_hours"] == pytest.approx(3)
+    assert all(math.isnan(no_link[name]) for name in SIGNALS if name.startswith(("url_", "domain_")))
+
+
+def test_near_duplicates_share_a_band_and_different_texts_do_not() -> None:
+    base = "limited offer buy cheap watches today at the best price with free shipping worldwide"
+    near, other = base + " 4821", "see you at the standup tomorrow, bring the slides please"
+    a, b, c = signals.band_hashes([base, near, other])
+    assert set(a) & set(b)
+    assert not set(a) & set(c)
+    assert signals.band_hashes([base]) == [a]  # the same in any batch
+
+
+def test_campaign_near_copies_by_new_accounts_raise_the_near_duplicate_count() -> None:
+    base = "limited offer buy cheap watches today at the best price with free shipping worldwide"
+    posts = [post(f"p{i}", f"bot{i}", text=f"{base} {1000 + i}") for i in range(6)]
+    out = run(MemorySignals(), posts)
+    assert [o["campaign_users_24h"] for o in out] == [0] * 6  # every text differs exactly...
+    assert out[-1]["campaign_neardup_users_24h"] >= 3  # ...but not in substance
+
+
+JOURNEY = [{"name": "open_composer", "offset_ms": 0}, {"name": "paste_link", "offset_ms": 900}]
+
+
+def test_a_campaign_with_a_path_per_copy_is_seen_on_its_domain() -> None:
+    """Copies that differ only in their link paths read the same; one journey from many accounts shows."""
+    base = "new post on my page, have a look"
+    out = run(
+        MemorySignals(),
+        [
+            post(f"p{i}", f"u{i}", at=T0 + i, text=f"{base} https://promo.example/r/{i}x{i}", journey=JOURNEY)
+            for i in range(8)
+        ],
+    )
+    assert [o["campaign_users_24h"] for o in out] == list(range(8))
+    assert [o["campaign_journey_users_1h"] for o in out] == list(range(8))
+    assert out[-1]["campaign_domain_copies_1h"] == 6  # 7 users before it, 1 text among them
+    assert out[-1]["domain_users_10m"] == out[-1]["domain_users_1h"] == 7
+
+
+def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_signals() -> None:
+    link = ["https://www.news.example/2026/11/23/story"]
+    words = ["wow", "read this", "big news today", "cannot believe it", "finally", "sad day", "thread below"]
+    shared = run(
+        MemorySignals(),
+        [
+            post(f"s{i}", f"u{i}", at=T0 + i, text=w, urls=link, journey=JOURNEY[: 1 + i % 2])
+            for i, w in enumerate(words)
+        ],
+    )
+    assert shared[-1]["domain_users_1h"] == 6 and shared[-1]["campaign_domain_copies_1h"] == 0
+    assert shared[-1]["campaign_journey_users_1h"] < 6  # two journeys among them
+    (greeting,) = run(MemorySignals(), [post("g", text="good morning everyone!")])
+    assert math.isnan(greeting["campaign_domain_copies_1h"]) and math.isnan(greeting["domain_days_30d"])
+
+
+def test_a_domain_posted_on_many_days_is_established() -> None:
+    link = ["https://daily.example/x"]
+    out = run(MemorySignals(), [post(f"d{i}", f"u{i}", at=T0 + i * DAY, urls=link) for i in range(5)])
+    assert [o["domain_days_30d"] for o in out] == [0, 1, 2, 3, 4]
+
+
+BUTTON = "Check out this video on YouTube: https://www.youtube.com/watch?v={}"
+
+
+def test_a_share_button_wave_on_a_popular_host_is_no_copy_and_a_campaign_reusing_its_sentence_is() -> None:
+    """Sixty people sharing their own videos through one share button are not a campaign; the same
+    sentence from sixty accounts pointing at one new domain is (the adversarial twin)."""
+    wave = [post(f"b{i}", f"u{i}", at=T0 + i, text=BUTTON.format(f"v{i:03d}x"), journey=JOURNEY) for i in range(60)]
+    shared = run(MemorySignals(), wave)
+    assert {o["campaign_domain_copies_1h"] for o in shared} == {0}
+    assert {o["campaign_users_24h"] for o in shared} == {0}
+    assert {o["campaign_journey_users_1h"] for o in shared} == {0}  # each video is its own site
+    assert shared[-1]["domain_users_1h"] == signals.USERS_CAP  # popular: which never counts against a post
+    campaign = [
+        post(f"c{i}", f"c{i}", at=T0 + i, text=f"Check out this video on YouTube: https://brightpagehub.net/v/{i}x")
+        for i in range(20)
+    ]
+    assert run(MemorySignals(), campaign)[-1]["campaign_domain_copies_1h"] == 18  # 19 accounts, one text
+
+
+def test_release_notes_linking_each_authors_own_page_on_a_shared_host_are_no_copies() -> None:
+    notes = [
+        "Released v3.2 of my little parser, changelog here: https://github.com/{}/parser/releases",
+        "New release is out! Notes: https://github.com/{}/tool/blob/main/CHANGELOG.md",
+    ]
+    out = run(
+        MemorySignals(),
+        [post(f"r{i}", f"dev{i}", at=T0 + i, text=notes[i % 2].format(f"dev{i}"), journey=JOURNEY) for i in range(33)],
+    )
+    assert {o["campaign_domain_copies_1h"] for o in out} == {0}
+    assert {o["campaign_journey_users_1h"] for o in out} == {0}
+    assert out[-1]["domain_users_1h"] == signals.USERS_CAP  # github.com: popular, never evidence
+
+
+def test_a_post_that_reuses_another_posts_id_is_counted_as_the_post_it_is() -> None:
+    """A platform's id clash (or integer ids that collide) is not a redelivery: the second post gets
+    its own values, as many as it asks for, and a true redelivery of either still counts once."""
+    store = MemorySignals()
+    linked = post("12345", "u1", urls=["https://x.example/p"])
+    plain = post("12345", "u2", text="no link here", ip=None)
+    first, second = run(store, [linked, plain])
+    assert not math.isnan(first["domain_users_1h"]) and math.isnan(second["domain_users_1h"])
+    assert second["user_posts_1h"] == 0  # u2's first post, not u1's snapshot
+    assert run(store, [linked, plain]) == [first, second]

@@ -1,0 +1,1 @@
+"""Labelled corpora that install from registries, and the default training set built from them."""

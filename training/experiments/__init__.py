@@ -1,0 +1,4 @@
+"""Experiments, each run as ``python -m training.experiments.<name>``: measurements behind the docs.
+
+The product never imports them.
+"""

@@ -1,0 +1,1 @@
+"""Kafka mechanics: commit policy, delivery, fetch waits, lag and rebalances, batch ramps, security settings."""

@@ -1,0 +1,181 @@
+"""The decision model's feature contract: names, order and version.
+
+Training and the worker both build rows through :func:`assemble`, and the worker
+refuses a model trained against another contract. Missing data stays NaN: a new
+user has no history, and a degraded verdict has no transformer text score (it keeps the
+n-gram one, which the worker computes itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from schemas import JourneyStep
+from workers.state.signals import SIGNALS
+
+FEATURES: tuple[str, ...] = (
+    "text_spam_prob",
+    # The worker's own character n-gram model (workers/text/ngram.py): present even when Triton is down.
+    "text_ngram_spam_prob",
+    "text_chars",
+    "has_link_text",
+    "has_media_text",
+    # The platform's profile (workers/profiles contract) and the feedback worker's counters.
+    "user_age_days",
+    "user_friends",
+    "user_followers",
+    "user_verified",
+    "user_spam_posts",
+    "user_reports",
+    "user_email_disposable",
+    "url_count",
+    "url_reports",
+    "domain_age_days",
+    "domain_reputation",
+    "domain_reports",
+    "domain_subdomain_depth",
+    "domain_risky_tld",
+    "ip_spam_posts",
+    # What the stream itself counted, as before this post (workers/state/signals.py).
+    *SIGNALS,
+    "journey_steps",
+    "journey_total_ms",
+    "journey_min_gap_ms",
+    "journey_direct_api",
+)
+# The directions that are known, which the decision model is trained under (LightGBM's
+# monotone_constraints) and which the worker checks a model for: +1, a higher value never lowers
+# the spam score; -1, never raises it. Text scores, reports and moderators' spam labels are
+# evidence; a reputable, established domain and more distinct accounts sharing a link are not
+# (news breaks that way: sharing alone must never block anyone). A wave's coordination (many
+# accounts repeating a text or a journey on one domain) is.
+DIRECTIONS: dict[str, int] = {
+    "text_spam_prob": 1,
+    "text_ngram_spam_prob": 1,
+    "user_spam_posts": 1,
+    "user_reports": 1,
+    "url_reports": 1,
+    "domain_reports": 1,
+    "ip_spam_posts": 1,
+    "domain_reputation": -1,
+    "url_users_24h": -1,
+    "domain_users_24h": -1,
+    "domain_users_10m": -1,
+    "domain_users_1h": -1,
+    "domain_days_30d": -1,
+    "campaign_domain_copies_1h": 1,
+    "campaign_journey_users_1h": 1,
+}
+MONOTONE: tuple[int, ...] = tuple(DIRECTIONS.get(f, 0) for f in FEATURES)  # in FEATURES order
+# The campaign signals: a verdict they decided gets the platform's campaign action.
+CAMPAIGN = frozenset(f for f in FEATURES if f.startswith("campaign_"))
+# The version covers the directions: a model trained without them cannot be served.
+FEATURE_VERSION = hashlib.sha256((",".join(FEATURES) + ";" + ",".join(map(str, MONOTONE))).encode()).hexdigest()[:12]
+INDEX = {name: i for i, name in enumerate(FEATURES)}
+
+# Cheap, abuse-heavy TLDs. A prior, not a verdict: the model learns how much it matters.
+RISKY_TLDS = frozenset({"xyz", "top", "click", "loan", "work", "info", "biz", "ru", "cn", "tk", "icu", "buzz"})
+
+NAN = math.nan
+
+
+class ContractMismatch(RuntimeError):
+    pass
+
+
+NO_SIGNALS = (NAN,) * len(SIGNALS)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What enrichment found; an empty mapping means the entity is unknown."""
+
+    user: Mapping[str, str] = field(default_factory=dict)
+    url: Mapping[str, str] = field(default_factory=dict)
+    domain: Mapping[str, str] = field(default_factory=dict)
+    ip: Mapping[str, str] = field(default_factory=dict)
+    signals: tuple[float, ...] = NO_SIGNALS  # in SIGNALS order
+
+
+@dataclass(frozen=True, slots=True)
+class PostFacts:
+    """The parts of a post the features need, independent of the event schema."""
+
+    text_chars: int
+    has_link_text: bool
+    has_media_text: bool
+    url_count: int
+    suffix: str | None
+    subdomain_depth: int | None
+    journey: Sequence[JourneyStep]
+    created_at: float  # epoch seconds
+
+
+def _num(m: Mapping[str, str], key: str) -> float:
+    v = m.get(key)
+    if v is None:
+        return NAN
+    try:
+        return float(v)
+    except ValueError:
+        return NAN
+
+
+def _age_days(m: Mapping[str, str], key: str, now: float) -> float:
+    t = _num(m, key)
+    return max(0.0, (now - t) / 86_400) if not math.isnan(t) else NAN
+
+
+def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float, float]:
+    """(steps, total ms, fastest gap ms, direct API). No UI steps means a direct API post."""
+    if not steps:
+        return 0.0, NAN, NAN, 1.0
+    offsets = sorted(s.offset_ms for s in steps)
+    gaps = [b - a for a, b in itertools.pairwise(offsets)]
+    return float(len(steps)), float(offsets[-1]), float(min(gaps)) if gaps else NAN, 0.0
+
+
+def assemble(
+    facts: PostFacts, profile: Profile, text_prob: float | None, ngram_prob: float | None = None
+) -> list[float]:
+    """One feature row, in FEATURES order."""
+    u, url, d, ip, now = profile.user, profile.url, profile.domain, profile.ip, facts.created_at
+    row = [
+        NAN if text_prob is None else text_prob,
+        NAN if ngram_prob is None else ngram_prob,
+        float(facts.text_chars),
+        float(facts.has_link_text),
+        float(facts.has_media_text),
+        _age_days(u, "created_at", now),
+        _num(u, "friends"),
+        _num(u, "followers"),
+        _num(u, "verified"),
+        _num(u, "spam_posts"),
+        _num(u, "reports"),
+        _num(u, "email_disposable"),
+        float(facts.url_count),
+        _num(url, "reports"),
+        _age_days(d, "created_at", now),
+        _num(d, "reputation"),
+        _num(d, "reports"),
+        NAN if facts.subdomain_depth is None else float(facts.subdomain_depth),
+        NAN if facts.suffix is None else float(facts.suffix.rsplit(".", 1)[-1] in RISKY_TLDS),
+        _num(ip, "spam_posts"),
+        *profile.signals,
+        *journey_features(facts.journey),
+    ]
+    assert len(row) == len(FEATURES)
+    return row
+
+
+def check_contract(names: Sequence[str], version: str) -> None:
+    if tuple(names) != FEATURES or version != FEATURE_VERSION:
+        raise ContractMismatch(
+            f"decision model feature contract {version!r} ({len(names)} features) does not match "
+            f"this worker's {FEATURE_VERSION!r} ({len(FEATURES)} features); retrain with "
+            "`modstream train-decision` or deploy a matching worker"
+        )
