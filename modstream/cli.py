@@ -392,27 +392,16 @@ def train_decision(
                          opt.gate_from(max_review_share, max_ham_blocked, min_block_precision, confidence))  # fmt: skip
         return
     _refuse(gate_options, "need --data (the simulator's model has no serving model to beat)")
+    from modstream.serving.artifacts import ensure_models, train_on_simulator
     from training.corpora.spamassassin import spamassassin_splits
-    from training.decision_model import train_decision as train
-    from training.text_model.scoring import onnx_spam_scores
     from workers.config import cache_root
-    from workers.model_cards import TextModelCard
 
-    if text_model is None:
-        from modstream.serving.artifacts import ensure_models
-
-        text_model = ensure_models(console).text
-    model_dir = text_model
-    splits = spamassassin_splits(cache_root())
-    version = TextModelCard.load(model_dir).version
-    card = train(
-        splits.val,
-        splits.test,
-        lambda texts: onnx_spam_scores(model_dir, texts),
+    card = train_on_simulator(
+        text_model or ensure_models(console).text,
         out or opt.SIMULATED,
+        spamassassin_splits(cache_root()),
         n_posts=opt.SIMULATED_POSTS if posts is None else posts,
         seed=opt.SIMULATOR_SEED if seed is None else seed,
-        text_version=version,
         signals=not without_signals,
     )
     print(card.model_dump_json(include={"version", "thresholds", "validation", "test"}, indent=2))
@@ -420,17 +409,13 @@ def train_decision(
 
 def _train_on_labels(data: Path, serving: Path | None, out: Path, holdout: float | None, gate: Gate) -> None:
     from modstream.loop.join import DatasetError
-    from modstream.loop.report import write
     from modstream.loop.retrain_decision import HOLDOUT, retrain_decision
 
     try:
         decided = retrain_decision(data, serving or _settings().model_dir, out, gate, holdout or HOLDOUT)
     except DatasetError as exc:
         _misconfigured(str(exc))
-    report = decided.as_dict()
-    sides = {"challenger": decided.challenger, "champion": decided.champion}
-    write(out, report, decided.curves, sides, decided.judgement.review_ceiling, gate.confidence)
-    print(json.dumps(report, indent=2))
+    print(json.dumps(decided.write_report(out, gate.confidence), indent=2))
     _gated(decided, out)
 
 

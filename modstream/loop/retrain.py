@@ -27,7 +27,6 @@ from modstream.loop.config import Retraining
 from modstream.loop.dataset import Texts, labelled_texts, matrix
 from modstream.loop.gate import Gate
 from modstream.loop.join import DatasetError
-from modstream.loop.report import write
 from modstream.loop.rescore import in_process, rescore
 from modstream.loop.retrain_decision import HOLDOUT, Decided, decide, holdout_split
 from modstream.loop.retrain_text import Trained, cross_fit
@@ -132,8 +131,7 @@ def retrain(
         "seconds": seconds,
     }
     seconds["total"] = round(time.perf_counter() - started, 1)
-    write(out, report, decided.curves, {"challenger": decided.challenger, "champion": decided.champion},
-          j.review_ceiling, options.gate.confidence)  # fmt: skip
+    decided.write_report(out, options.gate.confidence, report)
     progress(f"5/5 report: {out / 'report.json'}, {out / 'report.png'}; the bundle is {out}")
     return Retrained(report, decided)
 

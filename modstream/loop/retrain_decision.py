@@ -32,7 +32,7 @@ from cleanlab.filter import find_label_issues
 from modstream.loop.champion import load_serving
 from modstream.loop.gate import Gate, Judgement, Side, paired
 from modstream.loop.join import DatasetError, Labelled, read_parquet
-from modstream.loop.report import Curves
+from modstream.loop.report import Curves, write
 from training.decision_model import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
 from workers.model_cards import Thresholds
 from workers.stages.decide import DecisionModel
@@ -140,6 +140,13 @@ class Decided:
                 "sign_test_p": j.sign_test_p,
             },
         }
+
+    def write_report(self, out: Path, confidence: float, report: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``report.json`` (``report``, by default this outcome's) and ``report.png`` in ``out``."""
+        report = self.as_dict() if report is None else report
+        sides = {"challenger": self.challenger, "champion": self.champion}
+        write(out, report, self.curves, sides, self.judgement.review_ceiling, confidence)
+        return report
 
 
 def decide(

@@ -14,14 +14,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from modstream.import_graph import ROOT, import_graph, module_files, reachable
 from workers.config import cache_root, default_model_dir
-from workers.model_cards import CARD_FILE, TextModelCard
+from workers.model_cards import CARD_FILE, DecisionModelCard, TextModelCard
 from workers.text.ngram import NgramModel
 from workers.text.normalise import NORMALISER_VERSION
+
+if TYPE_CHECKING:  # pandas and the corpora load only where a model is trained
+    from training.corpora.labelled import Splits
 
 # The packages training code can import (modstream/ sits above training).
 CODE_PACKAGES = ("schemas", "workers", "training")
@@ -101,18 +105,8 @@ def ensure_models(console: Console | None = None) -> Models:
 
     def build_decision(out: Path) -> None:
         from training.corpora.posts import post_splits
-        from training.decision_model import train_decision
-        from training.text_model.scoring import onnx_spam_scores
 
-        splits = post_splits(root)
-        train_decision(
-            splits.val,
-            splits.test,
-            lambda texts: onnx_spam_scores(text_dir, texts),
-            out,
-            text_version=text_version,
-            ngram=NgramModel.load(text_dir).spam_prob,
-        )
+        train_on_simulator(text_dir, out, post_splits(root), ngram=NgramModel.load(text_dir).spam_prob)
 
     _build(decision_dir, build_decision, console, "decision model")
     bundle = root / "bundles" / f"{text_dir.name}-{decision_dir.name}"
@@ -130,3 +124,15 @@ def ensure_models(console: Console | None = None) -> Models:
         current.symlink_to(bundle)
         console.print(f"[green]✓[/] linked {current} -> {bundle}")
     return Models(text_dir, decision_dir, bundle)
+
+
+def train_on_simulator(text_dir: Path, out: Path, splits: Splits, **options: Any) -> DecisionModelCard:
+    """The decision model on the platform simulator around ``splits``' texts, scored by the text model in
+    ``text_dir`` (its ONNX serving file), into ``out``; ``options`` go to :func:`train_decision`."""
+    from training.decision_model import train_decision
+    from training.text_model.scoring import onnx_spam_scores
+
+    version = TextModelCard.load(text_dir).version
+    return train_decision(
+        splits.val, splits.test, lambda texts: onnx_spam_scores(text_dir, texts), out, text_version=version, **options
+    )
