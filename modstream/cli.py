@@ -4,6 +4,7 @@ inside commands; the options are declared in modstream/options.py, the output in
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from workers.feedback import FeedbackSettings
 
 S = TypeVar("S", bound="BaseSettings")
+
+# The commands show their own progress; the hub's and transformers' bars ("Writing model shards")
+# would interleave with it. Set before any of them is imported; a user's own setting wins.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 # Plain click help: rich's option table cuts long option names at 80 columns.
 app = typer.Typer(
@@ -527,11 +532,11 @@ def shadow_report_cmd(
     settings = _settings()
     try:
         with console.status("reading the champion's and the challenger's verdicts"):
-            c = shadow_report(settings, settings.shadow_topic, parse_range(from_time, to_time, None), out)
+            report = shadow_report(settings, settings.shadow_topic, parse_range(from_time, to_time, None), out)
     except (RangeError, ReplayError) as exc:
         _misconfigured(str(exc))
-    print(json.dumps(c.as_dict(), default=str))
-    render.shadowed(c, out)
+    print(json.dumps(report.comparison.as_dict(), default=str))
+    render.shadowed(report, out)
 
 
 @app.command("build-repo")

@@ -12,11 +12,10 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from modstream.harness.demo import Summary
-    from modstream.loop.comparison import Comparison
     from modstream.loop.gate import Side
     from modstream.loop.join import Counts
     from modstream.loop.promotion import Switch
-    from modstream.loop.replay import ReplayReport
+    from modstream.loop.replay import ReplayReport, ShadowReport
     from modstream.loop.retrain_decision import Decided
     from modstream.stack.local import Endpoints
 
@@ -48,17 +47,19 @@ def switched(switch: Switch) -> None:
         )
 
 
-def sides(by_name: Mapping[str, Side]) -> None:
+def sides(by_name: Mapping[str, Side], posts: str) -> None:
     for name, s in by_name.items():
         console.print(
-            f"{name:>10} on {s.n} held-out posts: block-F1 {s.block_f1:.3f} (precision {s.block_precision:.3f}), "
+            f"{name:>10} on {s.n} {posts}: block-F1 {s.block_f1:.3f} (precision {s.block_precision:.3f}), "
             f"ham blocked {s.ham_blocked}/{s.ham}, review {s.review_share:.1%}"
         )
 
 
 def decided(d: Decided, out: Path) -> None:
-    """Both sides on the held-out posts, where the bundle went, and the gate's one line."""
-    sides({"challenger": d.challenger, "champion": d.champion})
+    """Both sides on every labelled post and on the latest alone, where the bundle went, and the
+    gate's one line."""
+    sides({"challenger": d.challenger, "champion": d.champion}, "labelled posts")
+    sides(d.latest, "latest posts")
     console.print(f"bundle, report.json and report.png in {out}")
     if not d.judgement.better:
         console.print(f"[yellow]{d.judgement.line()}[/]", highlight=False, soft_wrap=True)
@@ -86,13 +87,16 @@ def replayed(report: ReplayReport, out: Path) -> None:
     console.print(f"{c.agreed}/{c.posts} decisions reproduced ({c.agreement:.2%}), {len(c.flipped)} flipped; in {out}")
 
 
-def shadowed(c: Comparison, out: Path) -> None:
+def shadowed(report: ShadowReport, out: Path) -> None:
+    """Both sides on the labelled posts, the flips, and where the label queue is."""
+    c = report.comparison
     for name, m in (("champion", c.a_labels), ("challenger", c.b_labels)):
         console.print(
             f"{name:>10}: block precision {m.block_precision:.3f}, recall {m.block_recall:.3f}, "
             f"allow NPV {m.allow_npv:.3f} on {m.labelled} labelled posts"
         )
     console.print(f"{c.agreed}/{c.posts} agree, {len(c.flipped)} flipped; in {out}")
+    console.print(f"{report.queued} flipped posts without a label, to label first: {report.queue_file}")
 
 
 def demo(s: Summary) -> None:
@@ -110,13 +114,11 @@ def demo(s: Summary) -> None:
 
 
 def stack_left_up(endpoints: Endpoints | None, state_dir: Path) -> None:
-    """How to reach the stack a demo left up under ``state_dir``, and how to stop it."""
-    bootstrap, triton = (endpoints.kafka_bootstrap, endpoints.triton_grpc) if endpoints else ("?", "?")
-    console.print(
-        f"the stack is still up: MODSTREAM_KAFKA_BOOTSTRAP={bootstrap} MODSTREAM_TRITON_URL={triton} "
-        f"MODSTREAM_TRITON_REPO={(state_dir / 'triton_repo').absolute()}; "
-        f"stop it with `modstream stack down --state-dir {state_dir / 'stack'}`"
-    )
+    """How to reach the stack a demo left up under ``state_dir`` (the loop's commands read these
+    variables), and how to stop it."""
+    if endpoints is not None:
+        stack_exports(endpoints, state_dir / "triton_repo")
+    console.print(f"the stack is still up: stop it with `modstream stack down --state-dir {state_dir / 'stack'}`")
 
 
 def stack_exports(endpoints: Endpoints, repo: Path) -> None:

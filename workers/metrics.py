@@ -52,6 +52,11 @@ MODEL_RELOADS = Counter(
     "Promoted bundles picked up (loaded), refused, or waiting for Triton to serve their text model (pending)",
     ["outcome"],
 )
+UNJUDGED_LANGUAGE = Counter(
+    "modstream_unjudged_language_posts_total",
+    "Posts in a language the served text model cannot judge, decided without their text scores",
+    ["language"],
+)
 UNKNOWN_FIELDS = Counter(
     "modstream_input_unknown_fields_total", "Input fields the schema does not know, ignored", ["field"]
 )

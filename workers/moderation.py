@@ -26,7 +26,7 @@ from workers.kafka.commit import (
     settle,
 )
 from workers.kafka.delivery import DeadLetters
-from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, observe_text_scores, timed
+from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, UNJUDGED_LANGUAGE, observe_text_scores, timed
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
@@ -312,7 +312,10 @@ class ModerationWorker:
         if languages.judged is None:  # no stage to time
             return [None] * len(posts)
         with timed(LANGUAGE_STAGE):
-            return await asyncio.to_thread(languages.unjudged, [p.text for p in posts])
+            found = await asyncio.to_thread(languages.unjudged, [p.text for p in posts])
+        for language in filter(None, found):  # how much of the traffic no text model reads
+            UNJUDGED_LANGUAGE.labels(language).inc()
+        return found
 
     async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:
         try:

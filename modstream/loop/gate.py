@@ -1,7 +1,10 @@
-"""The gate: is the challenger better than the champion on the same latest held-out posts?
+"""The gate: is the challenger better than the champion on the same labelled posts?
 
-Small data is the common case (1–2k labels, a few hundred spam), so every rate is judged by a
-one-sided Wilson bound at the sample size there is, never by its point estimate alone:
+Every labelled post is evidence once: the challenger decides each by a model that did not see it
+(modstream/loop/retrain_decision.py: the earlier posts out of fold, the latest slice by the model
+that ships), the champion by its logged verdict. Small data is the common case (1–2k labels, a few
+hundred spam), so every rate is judged by a one-sided Wilson bound at the sample size there is,
+never by its point estimate alone:
 
 - review share: at most the ceiling (default the champion's share or 10%, whichever is higher).
   A model sending more posts to people is not better, whatever its precision; the ceiling is a
@@ -9,10 +12,15 @@ one-sided Wilson bound at the sample size there is, never by its point estimate 
 - share of ham blocked: its upper bound at most ``max_ham_blocked``;
 - block precision: its lower bound at least ``min_block_precision``;
 - better: the posts that exactly one of the two gets right (spam blocked, ham not blocked) are
-  mostly the challenger's, by a one-sided sign test.
+  mostly the challenger's, by a one-sided sign test; or the champion is surely over the limits on
+  ham blocked or block precision, which the challenger meets.
 
 A bound that straddles its limit says nothing yet: the gate then says how many more labelled
 posts, at the rates seen, would settle it, rather than passing or failing on noise.
+
+The latest slice alone is the drift check: a bound that it settles against the challenger refuses
+it, whatever the earlier posts say (they were decided by fold models of an older world). Its sign
+test does not veto: a slice holds too few disagreements to tell.
 """
 
 from __future__ import annotations
@@ -21,11 +29,12 @@ import math
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from statistics import NormalDist
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from workers.model_cards import Thresholds
+FloatArray = npt.NDArray[np.float64]
 
 REVIEW_FLOOR = 0.10  # the default review ceiling is never below this
 MAX_LABELS = 1_000_000  # beyond this many more labels "how many more" is not an answer
@@ -80,6 +89,23 @@ def sign_test(k: int, n: int) -> float:
     return float(sum(math.comb(n, i) for i in range(max(k, 0), n + 1)) / 2**n)
 
 
+class Cut(Protocol):
+    """Block and allow cuts: one model's ``workers.model_cards.Thresholds``, or :class:`RowCuts`."""
+
+    @property
+    def block(self) -> float | FloatArray: ...
+
+    @property
+    def allow(self) -> float | FloatArray: ...
+
+
+class RowCuts(NamedTuple):
+    """A cut per post: each fold's thresholds on the posts its model decided."""
+
+    block: FloatArray
+    allow: FloatArray
+
+
 @dataclass(frozen=True)
 class Side:
     """One model's decisions on the held-out posts."""
@@ -93,7 +119,7 @@ class Side:
     roc_auc: float
 
     @classmethod
-    def of(cls, y: npt.NDArray[np.int_], p: npt.NDArray[np.float64], th: Thresholds) -> Side:
+    def of(cls, y: npt.NDArray[np.int_], p: FloatArray, th: Cut) -> Side:
         from sklearn.metrics import roc_auc_score
 
         block, allow = p >= th.block, p < th.allow
@@ -157,9 +183,10 @@ class Gate:
             return self.max_review_share
         return max(champion.review_share, REVIEW_FLOOR)
 
-    def judge(self, challenger: Side, champion: Side, won: int, lost: int) -> Judgement:
-        """The outcome on one held-out slice that both models decided; ``won`` posts the challenger
-        alone got right, ``lost`` the champion alone (:func:`paired`)."""
+    def judge(self, challenger: Side, champion: Side, won: int, lost: int, latest: Side | None = None) -> Judgement:
+        """The outcome on the posts both models decided; ``won`` posts the challenger alone got
+        right, ``lost`` the champion alone (:func:`paired`); ``latest``: the challenger on the latest
+        slice alone, whose settled bounds veto (the drift check)."""
         failures: list[str] = []
         unsure: list[str] = []
         more: list[int] = []  # labelled posts each unsettled check needs
@@ -183,23 +210,41 @@ class Gate:
         bound("ham blocked", c.ham_blocked, c.ham, self.max_ham_blocked, True, c.ham / c.n)
         # Precision is 1 - the share of blocked posts that are ham: bounded the same way.
         bound("ham among blocked", c.ham_blocked, c.blocked, 1 - self.min_block_precision, True, c.blocked / c.n)
+        if latest is not None:
+            failures += [f"on the latest {latest.n} posts alone, {f}" for f in self.broken(latest)]
         p = sign_test(won, won + lost)
-        if won <= lost:
+        # A champion surely over the product's limits is no bar to measure accuracy against: blocking
+        # a fifth of the ham buys it spam "right" that a model within the limits must leave to review.
+        champion_broken = self.broken(champion)
+        if not champion_broken and won <= lost:
             failures.append(
                 f"no better than the champion: block-F1 {c.block_f1:.3f} vs {champion.block_f1:.3f}, "
                 f"{won} posts right only by the challenger, {lost} only by the champion"
             )
-        elif p > 1 - self.confidence:
+        elif not champion_broken and p > 1 - self.confidence:
             unsure.append(f"{won} posts right only by the challenger against {lost}: sign test p {p:.3f}")
             more.append(_sign_test_labels(won, lost, c.n, self.confidence))
         outcome = Outcome.NOT_BETTER if failures else Outcome.TOO_FEW_LABELS if unsure else Outcome.BETTER
-        return Judgement(outcome, failures, unsure, max(more) if unsure else 0, ceiling, round(p, 6))
+        more_labels = max(more) if unsure else 0
+        return Judgement(outcome, failures, unsure, more_labels, ceiling, round(p, 6), champion_broken)
+
+    def broken(self, side: Side) -> list[str]:
+        """The limits on ham blocked and block precision that ``side`` is surely over."""
+        checks = (
+            ("ham blocked", side.ham_blocked, side.ham, self.max_ham_blocked),
+            ("ham among blocked", side.ham_blocked, side.blocked, 1 - self.min_block_precision),
+        )
+        return [
+            f"{what} {k}/{n} ({self.confidence:.0%} bound {wilson(k, n, self.confidence)[0]:.2%}) over {limit:.2%}"
+            for what, k, n, limit in checks
+            if settled(k, n, limit, self.confidence) is False
+        ]
 
 
 def paired(
     y: npt.NDArray[np.int_],
-    challenger: tuple[npt.NDArray[np.float64], Thresholds],
-    champion: tuple[npt.NDArray[np.float64], Thresholds],
+    challenger: tuple[FloatArray, Cut],
+    champion: tuple[FloatArray, Cut],
 ) -> tuple[Side, Side, int, int]:
     """Both models' sides on the same posts, and the posts right (spam blocked, ham not) by the
     challenger alone and by the champion alone."""
@@ -228,6 +273,7 @@ class Judgement:
     more_labels: int  # labelled posts the slowest unsure check needs (0 when none is unsure)
     review_ceiling: float
     sign_test_p: float
+    champion_broken: list[str]  # the limits the champion is surely over: then within them is better
 
     @property
     def better(self) -> bool:
@@ -240,4 +286,6 @@ class Judgement:
         if self.unsure:
             more = "more labels than a platform has" if self.more_labels >= MAX_LABELS else f"{self.more_labels}"
             return f"too few labels to tell ({'; '.join(self.unsure)}): label about {more} more posts"
+        if self.champion_broken:
+            return f"better: every bound holds, and the champion's do not ({'; '.join(self.champion_broken)})"
         return "better: every bound holds and the challenger gets more posts right"

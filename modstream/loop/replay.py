@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -157,21 +157,59 @@ def replay(
     return report
 
 
-def shadow_report(settings: Topics, shadow_topic: str, rng: Range, out: Path) -> Comparison:
-    """The champion's verdicts (the verdicts topic) against the challenger's (``shadow_topic``)."""
+QUEUE_FILE = "label_queue.jsonl"
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A post the champion and the challenger decide differently that no moderator has labelled."""
+
+    post_id: str
+    user_id: str
+    champion: Decision
+    challenger: Decision
+    champion_score: float
+    challenger_score: float
+
+
+def label_queue(champion: dict[str, Verdict], challenger: dict[str, Verdict], labels: dict[str, int]) -> list[Queued]:
+    """The labels that settle the gate soonest: where the two disagree, no label yet. Those the
+    challenger alone blocks first (the gate's bounds on ham blocked rest on them), then the rest,
+    each part surest first; a random post is mostly one both decide alike and tells the gate nothing."""
+    queued = [
+        Queued(pid, b.user_id, a.decision, b.decision, a.score, b.score)
+        for pid in sorted(champion.keys() & challenger.keys() - labels.keys())
+        if (a := champion[pid]).decision != (b := challenger[pid]).decision
+    ]
+    return sorted(queued, key=lambda q: (q.challenger != "block", -q.challenger_score))
+
+
+@dataclass(frozen=True)
+class ShadowReport:
+    comparison: Comparison
+    queued: int  # posts in the label queue
+    queue_file: Path
+
+
+def shadow_report(settings: Topics, shadow_topic: str, rng: Range, out: Path) -> ShadowReport:
+    """The champion's verdicts (the verdicts topic) against the challenger's (``shadow_topic``), and
+    the unlabelled posts they disagree on, for moderators (``label_queue.jsonl``, one JSON a line)."""
     champion = verdicts_of(read_range(settings, settings.output_topic, rng))
     challenger = verdicts_of(read_range(settings, shadow_topic, rng))
     if not champion or not challenger:
         raise ReplayError(
             f"nothing to compare: {len(champion)} champion and {len(challenger)} challenger verdicts in the range"
         )
+    labels = moderator_labels(settings, rng)
     comparison = compare(
         {k: v.decision for k, v in champion.items()},
         {k: v.decision for k, v in challenger.items()},
-        moderator_labels(settings, rng),
+        labels,
         names=("champion", "challenger"),
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "shadow.json").write_text(json.dumps(comparison.as_dict(), indent=2, default=str) + "\n")
     plot(comparison, out / "shadow_flips.png", "Champion vs challenger")
-    return comparison
+    queue = label_queue(champion, challenger, labels)
+    (out / QUEUE_FILE).write_text("".join(json.dumps(asdict(q)) + "\n" for q in queue))
+    return ShadowReport(comparison, len(queue), out / QUEUE_FILE)

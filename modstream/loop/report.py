@@ -37,7 +37,8 @@ def write(
 
 
 def picture(curves: Curves, sides: dict[str, Side], ceiling: float, confidence: float, path: Path) -> None:
-    """ROC of both models on the held-out posts; block-F1, ham blocked and review share with their bounds."""
+    """ROC of both models on the labelled posts (the challenger out of fold); block-F1, ham blocked
+    and review share with their bounds."""
     fig = Figure(figsize=(11, 4.2))
     roc_ax, bar_ax = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     scores = {"challenger": curves.challenger, "champion": curves.champion}
@@ -46,7 +47,7 @@ def picture(curves: Curves, sides: dict[str, Side], ceiling: float, confidence: 
             fpr, tpr, _ = roc_curve(curves.y, p)
             roc_ax.plot(fpr, tpr, label=f"{name} AUC = {sides[name].roc_auc:.3f}")
     roc_ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
-    roc_ax.set(xlabel="False positive rate", ylabel="True positive rate", title=f"ROC, latest {len(curves.y)} posts")
+    roc_ax.set(xlabel="False positive rate", ylabel="True positive rate", title=f"ROC, {len(curves.y)} labelled posts")
     roc_ax.legend(loc="lower right")
     metrics = ("block-F1", "ham blocked", "review")
     xs = np.arange(len(metrics))

@@ -1,13 +1,17 @@
 """Train the decision model on labelled rows and gate it against the serving one.
 
-The split is by time, never random: the latest ``holdout`` share of the posts is the gate's, which
-both models decide; a random split would let the model see tomorrow's campaigns while being tested
-on them. The thresholds are chosen on out-of-fold predictions over all the earlier rows
+Every labelled row is the gate's evidence once, decided by a model that did not see it: the latest
+``holdout`` share by the model that ships (trained on the earlier rows), each earlier row by the
+fold model trained on the other folds, at cuts chosen on the other folds' out-of-fold scores. The
+split is by time, never random: a random split would let the model see tomorrow's campaigns while
+being tested on them; the latest slice is also the gate's drift check. The champion decides the
+same rows as it logged them. The thresholds are chosen on out-of-fold predictions over all the earlier rows
 (time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice holds too few to place
 a block cut. They aim at the gate's limits (the product's, where the gate was
-loosened): block where precision meets the limit and no more than its share of ham is blocked; the
-review band narrowed, from below, to 80% of the gate's review ceiling: a model that defers whatever
-it is unsure of to people is no model. The model that ships is trained on all of those rows for the
+loosened): block where precision meets the limit and no more than its share of ham is blocked, then
+raised until the gate's bounds hold on those labels; the review band narrowed, from below, to the
+gate's review ceiling less its sampling margin: a model that defers whatever it is unsure of to
+people is no model. The model that ships is trained on all of those rows for the
 folds' median number of rounds.
 
 The report names the rows whose label the out-of-fold model contradicts with confidence (confident
@@ -18,10 +22,12 @@ method cannot tell a wrong label from a hard post (docs/LOOP.md, "Labels to chec
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import lightgbm as lgb
@@ -30,7 +36,7 @@ import numpy.typing as npt
 from cleanlab.filter import find_label_issues
 
 from modstream.loop.champion import load_serving
-from modstream.loop.gate import Gate, Judgement, Side, paired
+from modstream.loop.gate import Gate, Judgement, RowCuts, Side, paired, settled
 from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
 from training.decision_model import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
@@ -40,7 +46,6 @@ from workers.state.features import FEATURES, MONOTONE
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
 FOLDS = 5
-REVIEW_MARGIN = 0.8  # the out-of-fold review share aimed at, as a share of the gate's ceiling
 TARGETS = Gate()  # the product's limits, which the thresholds aim at
 MIN_SPAM = MIN_HAM = 5  # per fold and in the gate's slice: fewer cannot fit or measure anything
 
@@ -62,6 +67,14 @@ def _check(name: str, y: npt.NDArray[np.int_]) -> None:
         )
 
 
+def review_budget(ceiling: float, n: int, confidence: float) -> float:
+    """The review share the cuts aim at: under the gate's ceiling by the one-sided sampling margin of
+    a share over the ``n`` posts the gate judges, so that noise alone rarely tips the observed share
+    over it; at a 10% ceiling, 320 judged posts leave 7.2%, 1,600 leave 8.8%."""
+    z = NormalDist().inv_cdf(confidence)
+    return max(0.0, ceiling - z * math.sqrt(ceiling * (1 - ceiling) / max(n, 1)))
+
+
 def cap_review(th: Thresholds, p: FloatArray, budget: float) -> Thresholds:
     """``th`` with ``allow`` raised until at most ``budget`` of the scores ``p`` fall in review
     (the highest below ``block`` stay there); ``block``, which keeps ham from being blocked, stays."""
@@ -79,20 +92,72 @@ def doubted_labels(y: npt.NDArray[np.int_], oof: FloatArray) -> npt.NDArray[np.b
     return np.asarray(find_label_issues(y, np.c_[1 - oof, oof]), dtype=bool)
 
 
-def fit_oof(
-    x: FloatArray,
-    y: npt.NDArray[np.int_],
-    review_budget: float,
-    block_precision: float = 0.99,
-    max_ham_blocked: float = 1.0,
-    folds: int = FOLDS,
-) -> tuple[Fitted, FloatArray]:
-    """The model on all rows, thresholded on its out-of-fold predictions (returned beside it): block at
-    ``block_precision`` blocking at most ``max_ham_blocked`` of the ham, and at most ``review_budget``
-    of them in review."""
+def folds_of(n: int, folds: int = FOLDS) -> list[npt.NDArray[np.intp]]:
+    """Time-contiguous folds over ``n`` rows in time order."""
+    return np.array_split(np.arange(n), folds)
+
+
+def provable(th: Thresholds, y: npt.NDArray[np.int_], p: FloatArray, gate: Gate) -> Thresholds:
+    """``th`` with ``block`` raised to the lowest cut at which the gate's bounds on ham blocked and on
+    ham among blocked hold on these labels; ``th`` where no cut can show them (too few labels: the
+    gate will say so). A cut placed on a limit's point estimate straddles the limit's bound on any
+    sample, so a gate judging every label could never pass it; the margin this leaves shrinks as the
+    labels grow."""
+    desc = np.argsort(-p, kind="stable")
+    ps, ys = p[desc], y[desc]
+    n_ham = int((ys == 0).sum())
+    ham = np.cumsum(1 - ys)
+    boundary = np.r_[ps[:-1] > ps[1:], True]  # a cut after position i separates distinct values
+    ok = [
+        i
+        for i in range(len(ps))
+        if boundary[i]
+        and ps[i] >= th.block
+        and settled(int(ham[i]), n_ham, gate.max_ham_blocked, gate.confidence) is True
+        and settled(int(ham[i]), i + 1, 1 - gate.min_block_precision, gate.confidence) is True
+    ]
+    if not ok:
+        return th
+    block = float(ps[max(ok)])
+    return Thresholds(block=block, allow=min(th.allow, block))
+
+
+@dataclass(frozen=True)
+class CutPolicy:
+    """Where the thresholds go on out-of-fold scores: block at ``block_precision`` blocking at most
+    ``max_ham_blocked`` of the ham, raised until ``proof``'s bounds hold (None: point estimates), and
+    at most ``review_budget`` of the posts in review."""
+
+    review_budget: float
+    block_precision: float = 0.99
+    max_ham_blocked: float = 1.0
+    proof: Gate | None = None
+
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds:
+        th = choose_thresholds(y, p, self.block_precision, max_ham_blocked=self.max_ham_blocked)
+        if self.proof is not None:
+            th = provable(th, y, p, self.proof)
+        return cap_review(th, p, self.review_budget)
+
+
+def fold_cuts(y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, folds: int = FOLDS) -> RowCuts:
+    """Each fold's cuts for its own rows, placed as :func:`fit_oof` places the shipped model's, on the
+    other folds' out-of-fold scores only: a row's decision never rests on a cut its own label moved."""
+    block, allow = np.empty(len(y)), np.empty(len(y))
+    for part in folds_of(len(y), folds):
+        rest = np.ones(len(y), dtype=bool)
+        rest[part] = False
+        th = policy.place(y[rest], oof[rest])
+        block[part], allow[part] = th.block, th.allow
+    return RowCuts(block, allow)
+
+
+def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: CutPolicy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
+    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
+    (returned beside it)."""
     oof = np.empty(len(y), dtype=np.float64)
     rounds = []
-    for i, part in enumerate(np.array_split(np.arange(len(y)), folds)):
+    for i, part in enumerate(folds_of(len(y), folds)):
         _check(f"fold {i + 1} of {folds}", y[part])
         rest = np.setdiff1d(np.arange(len(y)), part)
         fold = fit(x[rest], y[rest], x[part], y[part])
@@ -102,8 +167,7 @@ def fit_oof(
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
-    thresholds = choose_thresholds(y, oof, block_precision, max_ham_blocked=max_ham_blocked)
-    return Fitted(booster, cap_review(thresholds, oof, review_budget)), oof
+    return Fitted(booster, policy.place(y, oof)), oof
 
 
 @dataclass(frozen=True)
@@ -115,8 +179,9 @@ class Decided:
     split_times: dict[str, str]  # where each part starts (ISO)
     oof: Evaluation  # the challenger's out-of-fold predictions over the earlier rows, at its thresholds
     recheck: dict[str, list[str]]  # post ids whose labels the out-of-fold model doubts, by their label
-    challenger: Side
-    champion: Side
+    challenger: Side  # on every labelled row, each decided by a model that did not see it
+    champion: Side  # on the same rows, as logged
+    latest: dict[str, Side]  # both on the latest slice alone: the drift check's
     judgement: Judgement
     curves: Curves
 
@@ -130,6 +195,7 @@ class Decided:
             "labels_to_recheck": self.recheck,
             "challenger": self.challenger.as_dict(),
             "champion": self.champion.as_dict(),
+            "latest": {name: side.as_dict() for name, side in self.latest.items()},
             "gate": {
                 "outcome": j.outcome.value,
                 "line": j.line(),
@@ -138,6 +204,7 @@ class Decided:
                 "more_labels": j.more_labels,
                 "review_ceiling": j.review_ceiling,
                 "sign_test_p": j.sign_test_p,
+                "champion_broken": j.champion_broken,
             },
         }
 
@@ -158,28 +225,39 @@ def decide(
     text_version: str,
     holdout: float = HOLDOUT,
 ) -> Decided:
-    """Train on ``data``'s earlier rows, save to ``out/decision`` and judge both models on the latest
-    rows: the challenger on ``data.x``, the champion on ``champion_x`` (the rows as logged)."""
+    """Train on ``data``'s earlier rows, save to ``out/decision`` and judge both models on every row:
+    the challenger on ``data.x`` (out of fold, the latest slice by the saved model), the champion on
+    ``champion_x`` (the rows as logged)."""
     early, late = holdout_split(len(data.y), holdout)
-    _check("gate's held-out slice", data.y[late])
-    y = data.y[late]
-    p_old = champion.predict(champion_x[late])[0]
-    budget = gate.ceiling(Side.of(y, p_old, champion.thresholds)) * REVIEW_MARGIN  # the champion's decisions only
-    # Block where the product's limits (or a stricter gate's) hold out of fold: a 99%-precision cut on a
-    # few hundred noisily labelled spam sits where a handful of mislabelled "ham" leaves it, far above
-    # most spam. No margin below the ham-blocked limit: the fold models saw a fifth less history than the
-    # one served and rank worse, so a cut placed on their scores is already a cautious one for it; half
-    # the limit left a third of the spam unblocked (docs/LOOP.md, "Figures"). A looser gate accepts a
-    # model on less evidence; it does not make the model block more.
-    precision = max(gate.min_block_precision, TARGETS.min_block_precision)
-    ham_blocked = min(gate.max_ham_blocked, TARGETS.max_ham_blocked)
-    fitted, oof = fit_oof(data.x[early], data.y[early], budget, precision, ham_blocked)
+    _check("gate's latest slice", data.y[late])
+    p_old = champion.predict(champion_x)[0]
+    ceiling = gate.ceiling(Side.of(data.y, p_old, champion.thresholds))  # the champion's decisions only
+    budget = review_budget(ceiling, len(data.y), gate.confidence)
+    # Block where the product's limits (or a stricter gate's) hold out of fold at their point estimates:
+    # a 99%-precision cut on a few hundred noisily labelled spam sits where a handful of mislabelled
+    # "ham" leaves it, far above most spam. Then raised until the gate's own bounds hold on the
+    # out-of-fold labels: the gate judges every label the same way, and a cut on a limit's point
+    # estimate straddles its bound on any sample. A looser gate passes a model on weaker bounds; it
+    # does not make the model block more than the product's limits.
+    policy = CutPolicy(
+        review_budget=budget,
+        block_precision=max(gate.min_block_precision, TARGETS.min_block_precision),
+        max_ham_blocked=min(gate.max_ham_blocked, TARGETS.max_ham_blocked),
+        proof=gate,
+    )
+    fitted, oof = fit_oof(data.x[early], data.y[early], policy)
+    cuts = fold_cuts(data.y[early], oof, policy)
     doubted = doubted_labels(data.y[early], oof)
-    p_new = fitted.predict(data.x[late])
-    challenger, served, won, lost = paired(y, (p_new, fitted.thresholds), (p_old, champion.thresholds))
-    rows = {"train": early.stop, "held_out": late.stop - late.start}
+    p_late = fitted.predict(data.x[late])
+    p_new = np.r_[oof, p_late]
+    n_late = late.stop - late.start
+    every = RowCuts(np.r_[cuts.block, np.full(n_late, fitted.thresholds.block)],
+                    np.r_[cuts.allow, np.full(n_late, fitted.thresholds.allow)])  # fmt: skip
+    challenger, served, won, lost = paired(data.y, (p_new, every), (p_old, champion.thresholds))
+    latest, latest_served, _, _ = paired(data.y[late], (p_late, fitted.thresholds), (p_old[late], champion.thresholds))
+    rows = {"train": early.stop, "held_out": n_late}
     oof_eval = evaluate(data.y[early], oof, fitted.thresholds)
-    test = evaluate(y, p_new, fitted.thresholds)
+    test = evaluate(data.y[late], p_late, fitted.thresholds)
     # The drift alert's baseline: the earlier rows' text scores, out of fold in a retrain, as on new posts.
     card = save(
         fitted, out / "decision", text_version, rows, validation=oof_eval, test=test, validation_rows=data.x[early]
@@ -199,8 +277,9 @@ def decide(
         },
         challenger=challenger,
         champion=served,
-        judgement=gate.judge(challenger, served, won, lost),
-        curves=Curves(y, p_new, p_old),
+        latest={"challenger": latest, "champion": latest_served},
+        judgement=gate.judge(challenger, served, won, lost, latest=latest),
+        curves=Curves(data.y, p_new, p_old),
     )
 
 

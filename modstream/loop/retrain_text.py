@@ -14,7 +14,9 @@ others from the chosen start, score the posts they did not see.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -76,7 +78,10 @@ def train(
     checkpoints = starts(serving_text, base)
     for name, checkpoint in checkpoints.items():
         progress(f"text model from the {name} weights ({checkpoint or 'default base'})")
-        cards[name] = train_text(data, checkpoint, work / name, epochs, max_length, seed, cache=cache_root(), test=test)
+        with contextlib.redirect_stdout(io.StringIO()):  # ONNX Runtime's int8 calibration prints its settings
+            cards[name] = train_text(
+                data, checkpoint, work / name, epochs, max_length, seed, cache=cache_root(), test=test
+            )
     scores = {name: card.best_val_f1 or 0.0 for name, card in cards.items()}
     best = better_start(scores)
     for name in cards.keys() - {best}:

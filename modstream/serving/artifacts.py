@@ -8,7 +8,9 @@ so the key can neither miss a file nor retrain for one training never reads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -96,7 +98,8 @@ def ensure_models(console: Console | None = None) -> Models:
     def build_text(out: Path) -> None:
         from training.text_model.train import train_text
 
-        train_text(data=None, base=None, out=out, cache=root)
+        with contextlib.redirect_stdout(io.StringIO()):  # ONNX Runtime's int8 calibration prints its settings
+            train_text(data=None, base=None, out=out, cache=root)
 
     _build(text_dir, build_text, console, "content model")
     text_version = TextModelCard.load(text_dir).version

@@ -150,6 +150,8 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         shadow = json.loads((tmp_path / "shadow" / "shadow.json").read_text())
         assert shadow["posts"] == 400 and shadow["a_labels"]["labelled"] == len(labels)
         assert (tmp_path / "shadow" / "shadow_flips.png").exists()
+        queue = [json.loads(line) for line in (tmp_path / "shadow" / "label_queue.jsonl").read_text().splitlines()]
+        assert {q["post_id"] for q in queue} == set(shadow["flipped"]) - {r.key for r in labels}  # unlabelled flips
 
         # 6. Promote the retrained bundle while the worker runs: later posts name it.
         before = reloads()

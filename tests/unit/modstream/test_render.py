@@ -9,6 +9,7 @@ import pytest
 
 from modstream import render
 from modstream.loop.promotion import Switch
+from modstream.stack.local import Endpoints
 from workers.logs import JsonFormatter
 
 
@@ -31,10 +32,19 @@ def test_a_switch_of_the_decision_model_alone_is_one_line() -> None:
     assert len(shown(render.switched, Switch("rollback", "/b", "/a", "va", "t1", False))) == 1
 
 
-def test_a_stack_left_up_without_endpoints_says_so() -> None:
+def test_a_stack_left_up_prints_what_the_loop_s_commands_need_as_exports() -> None:
+    ep = Endpoints("127.0.0.1:9092", "redis://127.0.0.1:6390/0", "127.0.0.1:8001", "127.0.0.1:8000", "", True)
+    lines = shown(render.stack_left_up, ep, Path("st"))
+    assert lines[0] == (
+        "export MODSTREAM_KAFKA_BOOTSTRAP=127.0.0.1:9092 MODSTREAM_REDIS_URL=redis://127.0.0.1:6390/0 "
+        f"MODSTREAM_TRITON_URL=127.0.0.1:8001 MODSTREAM_TRITON_REPO={Path('st/triton_repo').absolute()}"
+    )  # one line, to paste as it is: promotion loads text models through Triton's repository
+    assert " ".join(lines[1:]).endswith("`modstream stack down --state-dir st/stack`")
+
+
+def test_a_stack_left_up_without_endpoints_says_how_to_stop_it() -> None:
     line = " ".join(" ".join(shown(render.stack_left_up, None, Path("st"))).split())  # wrapped to its width
-    assert "MODSTREAM_KAFKA_BOOTSTRAP=? MODSTREAM_TRITON_URL=?" in line
-    assert line.endswith("`modstream stack down --state-dir st/stack`")
+    assert "export" not in line and line.endswith("`modstream stack down --state-dir st/stack`")
 
 
 def test_an_error_goes_to_a_service_s_json_log_once_it_has_one(caplog: pytest.LogCaptureFixture) -> None:

@@ -73,6 +73,15 @@ def test_blocking_ham_or_no_gain_fails_when_the_bound_says_so() -> None:
     assert "no better than the champion" in Gate().judge(champion, champion, 0, 0).line()
 
 
+def test_a_champion_over_the_limits_is_no_bar_for_one_within_them() -> None:
+    champion = side(3000, 800, 780, 300, 0)  # blocks most spam, and 14% of the ham
+    careful = side(3000, 800, 400, 0, 250)  # half the spam blocked, no ham; the rest to review
+    j = Gate().judge(careful, champion, won=300, lost=680)  # the sign test alone would say "not better"
+    assert j.better and j.champion_broken == ["ham blocked 300/2200 (95% bound 12.48%) over 1.00%",
+                                              "ham among blocked 300/1080 (95% bound 25.59%) over 5.00%"]  # fmt: skip
+    assert j.line().startswith("better: every bound holds, and the champion's do not (ham blocked 300/2200")
+
+
 def test_paired_counts_the_posts_only_one_model_gets_right() -> None:
     y = np.array([1, 1, 1, 0, 0, 0])
     new = np.array([0.9, 0.9, 0.1, 0.1, 0.1, 0.9])  # catches two spam, blocks one ham

@@ -9,6 +9,7 @@ from schemas import Verdict
 from tests.unit.fakes import FakeSink, event
 from tests.unit.workers.test_moderation import make_worker, msgs
 from training.calibration import ece, fit_platt, fit_temperature, logit
+from workers.metrics import UNJUDGED_LANGUAGE
 from workers.state.features import INDEX
 from workers.text.encoder import TextEncoder
 from workers.text.language import (
@@ -94,7 +95,10 @@ async def test_the_worker_decides_an_unjudged_post_without_text_scores_and_says_
     batch = msgs(event("ru", RUSSIAN_SPAM), event("en", ENGLISH[1]))
     w = make_worker(encoder, batch)
     w.languages = ENGLISH_ONLY
+    unjudged = UNJUDGED_LANGUAGE.labels("ru")
+    before = unjudged._value.get()
     await w.handle(batch)
+    assert unjudged._value.get() == before + 1  # a platform sees how much of its traffic no text model reads
     sink = w.sink
     assert isinstance(sink, FakeSink)
     out = {v.post_id: v for v in (Verdict.model_validate_json(r[2]) for r in sink.records if r[0] == "verdicts")}
