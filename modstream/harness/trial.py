@@ -148,13 +148,38 @@ def cli(command: Sequence[str], s: Settings, console: Console) -> tuple[int, flo
     return done.returncode, elapsed
 
 
+def with_spam_share(posts: Sequence[LabelledPost], n: int, share: float, seed: int = 7) -> list[LabelledPost]:
+    """``n`` of the latest ``posts`` with ``share`` of them spam, in time order: the shortest latest
+    stretch that holds enough of both, the rarer class there whole and the other sampled evenly, so
+    that both run through the whole stretch as on a platform labelled at that share. ValueError when
+    ``posts`` hold too few."""
+    want = {True: round(n * share), False: n - round(n * share)}
+    have = {True: 0, False: 0}
+    start = len(posts)
+    while start > 0 and any(have[c] < want[c] for c in want):
+        start -= 1
+        have[posts[start].spam] += 1
+    if any(have[c] < want[c] for c in want):
+        raise ValueError(f"{n} posts at {share:.0%} spam asked of {len(posts)} before the next week")
+    stretch = posts[start:]
+    rng = random.Random(seed)
+    keep = {i for c in want for i in rng.sample([i for i, p in enumerate(stretch) if p.spam == c], want[c])}
+    return [p for i, p in enumerate(stretch) if i in keep]
+
+
 def window(
-    history: int = HISTORY, next_week: int = NEXT_WEEK, weeks_back: int = 0
+    history: int = HISTORY, next_week: int = NEXT_WEEK, weeks_back: int = 0, spam_share: float | None = None
 ) -> tuple[list[LabelledPost], list[LabelledPost]]:
     """The history and the next week, which ends ``weeks_back`` weeks before the corpus's last post:
-    the loop measured on more than one week. ValueError when the corpus is too short for it."""
+    the loop measured on more than one week; with ``spam_share``, the history is the latest posts
+    before the next week at that share of spam (a platform whose moderators label otherwise).
+    ValueError when the corpus is too short for it."""
     comments = instagram_comments()
-    return weeks(comments[: len(comments) - weeks_back * next_week], history, next_week)
+    comments = comments[: len(comments) - weeks_back * next_week]
+    if spam_share is None:
+        return weeks(comments, history, next_week)
+    past, future = weeks(comments, len(comments) - next_week, next_week)
+    return with_spam_share(past, history, spam_share), future
 
 
 def run_trial(
@@ -293,11 +318,15 @@ def main(
     epochs: Annotated[
         int | None, typer.Option(min=1, help="The retrain's text-model epochs", show_default="its default")
     ] = None,
+    spam_share: Annotated[
+        float | None,
+        typer.Option(min=0.01, max=0.99, help="The history's share of spam", show_default="the corpus's"),
+    ] = None,
 ) -> None:
     """The loop on a new platform: figures before and after one retrain and promotion."""
     console = Console()
     try:
-        past, future = window(history, next_week, weeks_back)
+        past, future = window(history, next_week, weeks_back, spam_share)
     except ValueError as e:
         raise typer.BadParameter(f"{e}; ask for fewer --weeks-back or a shorter --history") from None
     t = run_trial(out, console, past, future, weeks_back, epochs)

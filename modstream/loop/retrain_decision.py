@@ -10,9 +10,9 @@ same rows as it logged them. The thresholds are chosen on out-of-fold prediction
 a block cut. They aim at the gate's limits (the product's, where the gate was
 loosened): block where precision meets the limit and no more than its share of ham is blocked, then
 raised until the gate's bounds hold on those labels; the review band narrowed, from below, to the
-gate's review ceiling less its sampling margin: a model that defers whatever it is unsure of to
-people is no model. The model that ships is trained on all of those rows for the
-folds' median number of rounds.
+gate's review ceiling less its sampling margin (a model that defers whatever it is unsure of to
+people is no model). The model that ships is trained on all of those rows for the folds' median
+number of rounds.
 
 The report names the rows whose label the out-of-fold model contradicts with confidence (confident
 learning), for moderators to check again: on a new platform's first labels they are mostly scams
