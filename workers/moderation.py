@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -313,8 +313,8 @@ class ModerationWorker:
             return [None] * len(posts)
         with timed(LANGUAGE_STAGE):
             found = await asyncio.to_thread(languages.unjudged, [p.text for p in posts])
-        for language in filter(None, found):  # how much of the traffic no text model reads
-            UNJUDGED_LANGUAGE.labels(language).inc()
+        for language, n in Counter(filter(None, found)).items():  # how much of the traffic no text model reads
+            UNJUDGED_LANGUAGE.labels(language).inc(n)
         return found
 
     async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:

@@ -106,6 +106,15 @@ class RowCuts(NamedTuple):
     allow: FloatArray
 
 
+class Limit(NamedTuple):
+    """``k`` of ``n``, a rate that must stay at most ``limit``."""
+
+    what: str
+    k: int
+    n: int
+    limit: float
+
+
 @dataclass(frozen=True)
 class Side:
     """One model's decisions on the held-out posts."""
@@ -195,21 +204,16 @@ class Gate:
         if c.review_share > ceiling:
             failures.append(f"sends {c.review_share:.1%} of posts to review, over the ceiling {ceiling:.1%}")
 
-        def bound(what: str, k: int, n: int, limit: float, at_most: bool, per_post: float) -> None:
-            lo, hi = wilson(k, n, self.confidence)
+        checks = self.limits(c.ham_blocked, c.ham, c.blocked)
+        for (what, k, n, limit), per_post in zip(checks, (c.ham / c.n, c.blocked / c.n), strict=True):
             ok = settled(k, n, limit, self.confidence)
-            shown = f"{what} {k}/{n} ({self.confidence:.0%} bound {hi if at_most else lo:.2%})"
+            shown = f"{what} {k}/{n} ({self.confidence:.0%} bound {wilson(k, n, self.confidence)[1]:.2%})"
             if ok is None:
                 unsure.append(f"{shown} straddles {limit:.2%}")
                 extra = needed(k, n, limit, self.confidence)
                 more.append(MAX_LABELS if extra is None or per_post == 0 else math.ceil(extra / per_post))
-            elif ok != at_most:
-                failures.append(f"{shown} {'over' if at_most else 'under'} {limit:.2%}")
-
-        # at_most: the rate must stay under the limit (ham blocked); else over it (precision).
-        bound("ham blocked", c.ham_blocked, c.ham, self.max_ham_blocked, True, c.ham / c.n)
-        # Precision is 1 - the share of blocked posts that are ham: bounded the same way.
-        bound("ham among blocked", c.ham_blocked, c.blocked, 1 - self.min_block_precision, True, c.blocked / c.n)
+            elif not ok:
+                failures.append(f"{shown} over {limit:.2%}")
         if latest is not None:
             failures += [f"on the latest {latest.n} posts alone, {f}" for f in self.broken(latest)]
         p = sign_test(won, won + lost)
@@ -228,16 +232,26 @@ class Gate:
         more_labels = max(more) if unsure else 0
         return Judgement(outcome, failures, unsure, more_labels, ceiling, round(p, 6), champion_broken)
 
-    def broken(self, side: Side) -> list[str]:
-        """The limits on ham blocked and block precision that ``side`` is surely over."""
-        checks = (
-            ("ham blocked", side.ham_blocked, side.ham, self.max_ham_blocked),
-            ("ham among blocked", side.ham_blocked, side.blocked, 1 - self.min_block_precision),
+    def limits(self, ham_blocked: int, ham: int, blocked: int) -> tuple[Limit, Limit]:
+        """The bounded checks, each a rate that must stay at most its limit: ham blocked among the
+        ham, and ham among the blocked (block precision is one minus it)."""
+        return (
+            Limit("ham blocked", ham_blocked, ham, self.max_ham_blocked),
+            Limit("ham among blocked", ham_blocked, blocked, 1 - self.min_block_precision),
         )
+
+    def holds(self, ham_blocked: int, ham: int, blocked: int) -> bool:
+        """Every bounded check surely within its limit."""
+        checks = self.limits(ham_blocked, ham, blocked)
+        return all(settled(k, n, limit, self.confidence) is True for _, k, n, limit in checks)
+
+    def broken(self, side: Side) -> list[str]:
+        """The bounded checks that ``side`` is surely over."""
         return [
-            f"{what} {k}/{n} ({self.confidence:.0%} bound {wilson(k, n, self.confidence)[0]:.2%}) over {limit:.2%}"
-            for what, k, n, limit in checks
-            if settled(k, n, limit, self.confidence) is False
+            f"{x.what} {x.k}/{x.n} ({self.confidence:.0%} bound {wilson(x.k, x.n, self.confidence)[0]:.2%}) "
+            f"over {x.limit:.2%}"
+            for x in self.limits(side.ham_blocked, side.ham, side.blocked)
+            if settled(x.k, x.n, x.limit, self.confidence) is False
         ]
 
 

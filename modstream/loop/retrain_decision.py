@@ -36,7 +36,7 @@ import numpy.typing as npt
 from cleanlab.filter import find_label_issues
 
 from modstream.loop.champion import load_serving
-from modstream.loop.gate import Gate, Judgement, RowCuts, Side, paired, settled
+from modstream.loop.gate import Gate, Judgement, RowCuts, Side, paired
 from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
 from training.decision_model import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
@@ -108,14 +108,7 @@ def provable(th: Thresholds, y: npt.NDArray[np.int_], p: FloatArray, gate: Gate)
     n_ham = int((ys == 0).sum())
     ham = np.cumsum(1 - ys)
     boundary = np.r_[ps[:-1] > ps[1:], True]  # a cut after position i separates distinct values
-    ok = [
-        i
-        for i in range(len(ps))
-        if boundary[i]
-        and ps[i] >= th.block
-        and settled(int(ham[i]), n_ham, gate.max_ham_blocked, gate.confidence) is True
-        and settled(int(ham[i]), i + 1, 1 - gate.min_block_precision, gate.confidence) is True
-    ]
+    ok = [i for i in range(len(ps)) if boundary[i] and ps[i] >= th.block and gate.holds(int(ham[i]), n_ham, i + 1)]
     if not ok:
         return th
     block = float(ps[max(ok)])
