@@ -185,6 +185,13 @@ class Settings(BaseSettings):
     # (`modstream build-repo --shadow-model`); the champion's is triton_model.
     shadow_triton_model: str = "spam_text_shadow"
 
+    # The cascade: a bundle's first stage (decision/first_stage/) decides the posts it is sure of without
+    # the transformer, the rest are scored and decided in full (workers/stages/decide.py). Off: every
+    # post is scored. A share of the first stage's verdicts is decided by the full model too, off the
+    # verdict path, and the pairs counted (modstream_cascade_audits_total).
+    cascade: bool = True
+    cascade_audit_share: Annotated[float, Field(ge=0, le=1)] = 0.01
+
     # A post the campaign signals took out of "allow" (a coordinated wave: near-copies, one
     # journey from many accounts to one domain) is blocked, or held for review by a person.
     campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION

@@ -74,7 +74,11 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         timeout_s = settings.transaction_timeout_s
         transactions = KafkaTransactions(sink, source, timeout_s) if settings.exactly_once else None
         reloader = BundleReloader(
-            settings.model_dir, loaded.text.version, settings.model_reload_s, max_tokens=settings.max_tokens
+            settings.model_dir,
+            loaded.text.version,
+            settings.model_reload_s,
+            max_tokens=settings.max_tokens,
+            cascade=settings.cascade,
         )
         shadow_reloader = (
             BundleReloader(settings.shadow_model_dir, loaded.text.version, settings.model_reload_s, role="challenger")
@@ -127,7 +131,9 @@ async def run_moderation(settings: Settings, stop: asyncio.Event, framing: Frami
         # (700, 10, 10) the collector ran 6 full passes per 8,000 posts, 33 µs a post in all;
         # at these, 4 young passes and 1.8 µs (docs/PERFORMANCE.md).
         gc.set_threshold(*GC_THRESHOLDS)
-        show_models(settings.model_dir.resolve(), loaded.text.version, loaded.decision.version)
+        show_models(
+            settings.model_dir.resolve(), loaded.text.version, loaded.decision.version, cascade=settings.cascade
+        )
         mark_ready(True)
         await worker.run(stop)
     finally:

@@ -32,6 +32,14 @@ DECISION_RULES = Counter(
     "(campaign, sender_signals, reports_only)",
     ["rule"],
 )
+CASCADE_POSTS = Counter(
+    "modstream_cascade_posts_total", "Posts past the ban check, by the stage that decided them", ["stage"]
+)
+CASCADE_AUDITS = Counter(
+    "modstream_cascade_audits_total",
+    "First-stage verdicts decided by the full model too (a sample, off the verdict path), by both decisions",
+    ["first_stage", "full"],
+)
 CACHE_HITS = Counter("modstream_text_cache_hits_total", "Text scores served from the campaign cache")
 RECORD_FAILURES = Counter(
     "modstream_record_failures_total", "Records a step failed on, dead-lettered instead of failing the batch", ["stage"]

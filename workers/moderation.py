@@ -26,7 +26,15 @@ from workers.kafka.commit import (
     settle,
 )
 from workers.kafka.delivery import DeadLetters
-from workers.metrics import BATCH_SIZE, DEGRADED, RECORD_RETRIES, UNJUDGED_LANGUAGE, observe_text_scores, timed
+from workers.metrics import (
+    BATCH_SIZE,
+    CASCADE_POSTS,
+    DEGRADED,
+    RECORD_RETRIES,
+    UNJUDGED_LANGUAGE,
+    observe_text_scores,
+    timed,
+)
 from workers.records import Failure, InMsg, Outcome, Post
 from workers.stages import decide, enrich, publish, score, short_circuit, validate
 from workers.stages.decide import DecisionModel
@@ -218,25 +226,11 @@ class ModerationWorker:
         # and awaited only by the shadow, after the champion's verdicts are out.
         own = self.shadow.score(rest) if self.shadow is not None else None
         try:
-            (profiles, no_redis), (probs, no_text), ngram_probs, unjudged = await asyncio.gather(
-                self._enrich(rest),
-                self._score(rest, scorer),
-                self._ngram(rest, ngram),
-                self._languages(rest, languages),
+            (profiles, no_redis), ngram_probs, unjudged = await asyncio.gather(
+                self._enrich(rest), self._ngram(rest, ngram), self._languages(rest, languages)
             )
-            with timed(decide.STAGE):
-                unavailable = decide.Unavailable(redis=no_redis, text_model=no_text)
-                decided, undecided = decide.decide(
-                    rest,
-                    profiles,
-                    probs,
-                    model,
-                    versions,
-                    unavailable,
-                    ngram_probs,
-                    self.settings.campaign_action,
-                    unjudged,
-                )
+            facts = _Facts(rest, profiles, ngram_probs, unjudged, no_redis)
+            decided, undecided, probs, unavailable = await self._decide(facts, model, scorer, versions)
             settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
         except BaseException:
             if own is not None:
@@ -247,6 +241,58 @@ class ModerationWorker:
             batch = Batch(rest, profiles, decided, versions, unavailable, unjudged)
             self.shadow.run(batch, probs, ngram_probs, own)
         return settlement
+
+    async def _decide(
+        self, facts: _Facts, model: DecisionModel, scorer: TextScorer, versions: dict[str, str]
+    ) -> tuple[list[Outcome], list[Failure], list[float | None], decide.Unavailable]:
+        """The cascade: the first stage decides what it is sure of; the transformer scores the rest (every
+        post while a challenger is shadowed, which decides from the champion's scores; never a post in
+        a language it cannot judge) and the full model decides them. Audited first-stage posts are
+        decided in full too; their first-stage verdict stands. Returns the verdicts, the failures, the
+        text scores by post and what the batch lacked."""
+        s, posts = self.settings, facts.posts
+        with timed(decide.FIRST_STAGE):
+            first = decide.first_stage(
+                posts,
+                facts.profiles,
+                model.first if s.cascade else None,
+                versions,
+                decide.Unavailable(redis=facts.no_redis),
+                facts.ngram_probs,
+                s.campaign_action,
+                facts.languages,
+                s.cascade_audit_share,
+            )
+        later = sorted(first.later + first.audited)
+        # Not a post whose text scores are withheld (a language the text model cannot judge): no use.
+        scored = [i for i in (range(len(posts)) if self.shadow is not None else later) if facts.languages[i] is None]
+        probs: list[float | None] = [None] * len(posts)
+        no_text = False
+        if scored:
+            got, no_text = await self._score([posts[i] for i in scored], scorer)
+            for i, p in zip(scored, got, strict=True):
+                probs[i] = p
+        # The drift alert's population: the posts the full model decides (the card's baseline is theirs).
+        observe_text_scores(scorer.model.version, [probs[i] for i in first.later])
+        unavailable = decide.Unavailable(redis=facts.no_redis, text_model=no_text)
+        with timed(decide.STAGE):
+            decided, undecided = decide.decide(
+                [posts[i] for i in later],
+                [facts.profiles[i] for i in later],
+                [probs[i] for i in later],
+                model,
+                versions,
+                unavailable,
+                [facts.ngram_probs[i] for i in later],
+                s.campaign_action,
+                [facts.languages[i] for i in later],
+            )
+        checked = {posts[i].msg for i in first.audited}  # published by the first stage, whatever the full model did
+        full = [o for o in decided if o.msg not in checked]
+        CASCADE_POSTS.labels(decide.FIRST_STAGE).inc(len(first.outcomes))
+        CASCADE_POSTS.labels(decide.STAGE).inc(len(full))
+        outcomes = decide.audit(first.outcomes, [o for o in decided if o.msg in checked]) + full
+        return outcomes, first.failures + [f for f in undecided if f.msg not in checked], probs, unavailable
 
     async def _publish(
         self, msgs: Sequence[InMsg], outcomes: list[Outcome], failures: list[Failure], commit: BatchCommit
@@ -321,12 +367,22 @@ class ModerationWorker:
         try:
             with timed(score.STAGE):
                 probs: list[float | None] = list(await scorer.score([p.text for p in posts]))
-            observe_text_scores(scorer.model.version, probs)
             return probs, False
         except Exception as exc:
             log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("text_model").inc(len(posts))
             return [None] * len(posts), True
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a batch's posts are decided from besides the text model, by post."""
+
+    posts: list[Post]
+    profiles: list[Profile]
+    ngram_probs: list[float | None]
+    languages: list[str | None]  # a language the text model cannot judge, or None
+    no_redis: bool
 
 
 async def _retire_shadow(shadow: Shadow) -> None:

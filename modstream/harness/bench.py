@@ -19,6 +19,13 @@ Every phase uses the same texts on the same machine:
                 whole promotion, between two model-only runs) and latency
 8. signals      what counting the stream-kept signals and logging the feature row cost per
                 post (modstream/harness/bench_signals.py)
+9. cascade      the cascade as shipped against the full pipeline (every post scored) on the same
+                labelled posts, a social mix (10% spam) and a spam-heavy one (50%): throughput, the
+                share that reached the transformer, the judgement and the flips, between two runs
+                and on the very same rows (modstream/harness/bench_cascade.py)
+
+The pipeline phases run the worker as shipped: with the cascade, whose first stage decides what it
+is sure of without the transformer (the share is ``details.pipeline_first_stage_share``).
 
 The text-score cache is off (every post is scored) except in the campaign lever, and the throughput
 runs never repeat a text (copies in one batch are scored once).
@@ -48,6 +55,8 @@ from confluent_kafka import Producer
 from pydantic import SecretStr
 from rich.console import Console
 
+from modstream.harness.bench_cascade import MIXES, MixResult, first_stage_share, run_mix
+from modstream.harness.bench_cascade import plot as cascade_plot
 from modstream.harness.bench_signals import SignalCost, signal_cost
 from modstream.harness.demo import seed_redis
 from modstream.harness.traffic import Collector, Record, produce_all
@@ -55,6 +64,7 @@ from modstream.loop.promotion import TextServing, promote
 from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import MODEL_NAME, RepoOptions, build_repo
 from modstream.stack.local import Endpoints, LocalStack, create_topics, group_members
+from schemas import Verdict
 from training.corpora.labelled import Example
 from training.corpora.posts import post_splits
 from training.corpora.spamassassin import load_spamassassin
@@ -62,6 +72,7 @@ from training.simulator import Simulator
 from workers.adapters.triton import TritonControl, TritonTextModel
 from workers.config import Settings, cache_root
 from workers.model_cards import TextModelCard
+from workers.stages.decide import DecisionModel
 from workers.stages.score import ScoreCache, TextScorer
 from workers.state.keyspace import Keyspace
 from workers.text.encoder import IntArray, TextEncoder, pad
@@ -97,6 +108,7 @@ class BenchDetails:
     ngram_posts_per_s_one_core: float | None = None  # the worker-side n-gram model's own cost
     triton_in_flight: dict[int, float] = field(default_factory=dict)  # written as triton_in_flight_<n>
     pipeline_cpu_s: CpuSeconds = field(default_factory=dict)
+    pipeline_first_stage_share: float = 0.0  # of the pipeline's verdicts, decided without the transformer
     # Each pipeline run with the model-only ceiling measured around it (Paired.to_json).
     pipeline_runs: list[dict[str, float]] = field(default_factory=list)
     pipeline_with_shadow_posts_per_s: float = 0.0
@@ -118,6 +130,7 @@ class BenchDetails:
     hot_swap_verdicts_by_text: list[dict[str, int]] = field(default_factory=list)
     lost_by_phase: dict[str, int] = field(default_factory=dict)
     signals: SignalCost | None = None
+    cascade: dict[str, MixResult] = field(default_factory=dict)  # by mix (bench_cascade.MIXES)
     ratios: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -139,6 +152,8 @@ class BenchResult:
     pipeline_posts_per_s: float = 0.0
     naive_posts_per_s: float = 0.0
     short_circuit_posts_per_s: float = 0.0
+    cascade_social_posts_per_s: float = 0.0  # the cascade on the social mix; the full pipeline's beside it
+    full_social_posts_per_s: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     details: BenchDetails | None = None
@@ -343,6 +358,7 @@ class Phase:
     latencies_ms: list[float]
     cpu_s: dict[str, float]
     by_text: dict[str, int] = field(default_factory=dict)  # verdicts per text model version
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # by post id
 
 
 @dataclass(frozen=True)
@@ -439,6 +455,7 @@ class KafkaBench:
         finally:
             collector.close()
         out = collector.outcomes
+        verdicts = out.verdicts
         keys = [r.key for r in records]
         done = [k for k in keys if k in out.arrived]
         finished = out.arrived if rate is not None else out.published
@@ -448,7 +465,8 @@ class KafkaBench:
             lost=len(keys) - len(done),
             latencies_ms=out.latencies_ms({k: sent[k] for k in keys}),
             cpu_s={k: round(after[k] - before.get(k, 0.0), 3) for k in after},
-            by_text=dict(Counter(v.model_versions["text"] for v in out.verdicts.values())) if during else {},
+            by_text=dict(Counter(v.model_versions["text"] for v in verdicts.values())) if during else {},
+            verdicts=verdicts,
         )
 
 
@@ -580,7 +598,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         pool = build_posts(max(posts, len(post_texts())), 7, ep.redis_url)  # one text each, up to the corpus
         records = pool[:posts]
         texts = [json.loads(r.value)["text"] for r in records]
-        with step("1/8 model only: layout and batch-size sweep"):
+        with step("1/9 model only: layout and batch-size sweep"):
             sweep = model_only(models, texts, max_len)
         layout, batch, ceiling = best(sweep)
         result.model_only_posts_per_s = round(ceiling, 1)
@@ -599,7 +617,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             ngram.spam_prob(texts)
             d.ngram_posts_per_s_one_core = round(len(texts) / (time.perf_counter() - started), 1)
         defaults = Settings()
-        with step("2/8 triton only"):
+        with step("2/9 triton only"):
             for inflight in (1, defaults.triton_max_in_flight):
                 rate = triton_only(ep, models, texts, max_len, inflight, defaults.triton_sub_batch)
                 d.triton_in_flight[inflight] = round(rate, 1)
@@ -610,7 +628,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.steady_run_posts = len(steady_records)
         # The ceiling around each steady run is measured on that run's texts.
         ceiling_now = Ceiling(models, [json.loads(r.value)["text"] for r in steady_records], max_len, layout, batch)
-        with step(f"3/8 full pipeline, {PIPELINE_RUNS} runs of {len(steady_records)} posts, each between two ceilings"):
+        with step(f"3/9 full pipeline, {PIPELINE_RUNS} runs of {len(steady_records)} posts, each between two ceilings"):
             pipes = paired([partial(kb.run, steady(f"pipe{i}-")) for i in range(PIPELINE_RUNS)], ceiling_now)
         pipe = median_pair(pipes).phase
         result.pipeline_posts_per_s = round(pipe.rate, 1)
@@ -622,19 +640,19 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         shadowed = shadow_pair.phase
         d.pipeline_with_shadow_posts_per_s = round(shadowed.rate, 1)
         d.pipeline_with_shadow_cpu_s = shadowed.cpu_s
-        with step("4/8 naive baseline (one post at a time)"):
+        with step("4/9 naive baseline (one post at a time)"):
             one_at_a_time: dict[str, Any] = {"batch_max_size": 1, "triton_max_in_flight": 1}
             naive = kb.run(records[: min(posts, 300)], triton_model=naive_model, **one_at_a_time)
             naive_int8 = kb.run(records[: min(posts, 300)], **one_at_a_time)
         result.naive_posts_per_s = round(naive.rate, 1)
         d.naive_int8_posts_per_s = round(naive_int8.rate, 1)
-        with step("5/8 short-circuit path"):
+        with step("5/9 short-circuit path"):
             banned = build_posts(posts * 5, 8, ep.redis_url, banned=True)
             sc = kb.run(banned, batch_max_size=1000)
         result.short_circuit_posts_per_s = round(sc.rate, 1)
         d.short_circuit_cpu_s = sc.cpu_s
         load = 0.5 * pipe.rate
-        with step(f"6/8 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
+        with step(f"6/9 latency at {load:.0f} posts/s for {latency_s:.0f} s"):
             n_lat = int(load * latency_s)
             lat_records = repeated(records, n_lat, "lat")
             lat = kb.run(lat_records, rate=load)
@@ -642,7 +660,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
         d.latency_offered_posts_per_s = round(load, 1)
         d.latency_cpu_s = lat.cpu_s
-        with step(f"7/8 exactly-once: throughput, then latency at {load:.0f} posts/s"):
+        with step(f"7/9 exactly-once: throughput, then latency at {load:.0f} posts/s"):
             eos = kb.run(steady("eos-"), processing_guarantee="exactly_once")
             eos_lat = kb.run(relabel(lat_records, "eos-"), rate=load, processing_guarantee="exactly_once")
         d.exactly_once_posts_per_s = round(eos.rate, 1)
@@ -670,8 +688,18 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.hot_swap_p99_ms = round(float(np.percentile(swapped_lat.latencies_ms, 99)), 1)
         d.hot_swap_promote_s = [t for t in promote_s if t is not None]
         d.hot_swap_verdicts_by_text = [swapped.by_text, swapped_lat.by_text]
-        with step("8/8 cost of the stream-kept signals and the logged feature row"):
+        with step("8/9 cost of the stream-kept signals and the logged feature row"):
             d.signals = signal_cost(ep.redis_url, records, Settings().batch_max_size, "modstream-bench-signals:")
+        texts_by_use = post_texts()  # held-out first
+        for mix, share in MIXES.items():
+            with step(f"9/9 cascade vs full pipeline, {mix} mix ({share:.0%} spam)"):
+                d.cascade[mix] = run_mix(
+                    kb.run, texts_by_use, len(post_splits(cache_root()).test), share, len(steady_records),
+                    ep.redis_url, relabel, DecisionModel.load(models.decision),
+                )  # fmt: skip
+        result.cascade_social_posts_per_s = d.cascade["social"].cascade_posts_per_s
+        result.full_social_posts_per_s = d.cascade["social"].full_posts_per_s
+        d.pipeline_first_stage_share = round(first_stage_share(pipe.verdicts), 4)
         phases = {
             "pipeline": pipe,
             "shadow": shadowed,
@@ -684,8 +712,10 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
             "hot_swap": swapped,
             "hot_swap_latency": swapped_lat,
         }
-        result.lost = sum(p.lost for p in phases.values())
-        d.lost_by_phase = {name: p.lost for name, p in phases.items()}
+        result.lost = sum(p.lost for p in phases.values()) + sum(m.lost for m in d.cascade.values())
+        d.lost_by_phase = {name: p.lost for name, p in phases.items()} | {
+            f"cascade_{mix}": m.lost for mix, m in d.cascade.items()
+        }
         # Each phase over the ceiling measured around it (Ceiling); the pipeline's is the median of its runs.
         d.ratios = {
             "pipeline_over_model_only": round(median_pair(pipes).ratio, 3),
@@ -697,5 +727,6 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
         d.hot_swap_posts = n_swap
         result.details = d
         plots(result, sweep, lat.latencies_ms, out)
+        cascade_plot(d.cascade, out)
     (out / "bench.json").write_text(json.dumps({**result.summary(), "details": d.to_json()}, indent=2))
     return result

@@ -38,7 +38,7 @@ class Topics(Reading, Protocol):
 
 
 class Triton(Protocol):
-    """The workers' Triton, called under the workers' deadline, and the challenger's model name on it."""
+    """The workers' Triton, called under the workers' deadline, and the served and challenger's model names on it."""
 
     @property
     def triton_url(self) -> str: ...
@@ -46,6 +46,8 @@ class Triton(Protocol):
     def triton_timeout_s(self) -> float: ...
     @property
     def shadow_triton_model(self) -> str: ...
+    @property
+    def triton_model(self) -> str: ...
 
 
 class TritonScoring(Triton, ScorerSettings, Protocol):

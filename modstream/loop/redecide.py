@@ -2,7 +2,10 @@
 
 The row a verdict logged is exactly what its model saw (JSON floats round-trip exactly,
 null is NaN), and a row's prediction does not depend on its batch, so the bundle that
-served reproduces every recorded decision: replay's determinism check.
+served reproduces every recorded decision: replay's determinism check. A bundle with a first
+stage decides as the worker's cascade does: the first stage on the row without the transformer's
+score (what it saw when it decided the post, and what it sees again), the full model where it is
+not sure.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas import ReasonCode, Verdict
+from schemas import Decision, Reason, ReasonCode, Verdict
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
-from workers.stages.decide import DecisionModel, judge
+from workers.stages.decide import FIRST_STAGE, DecisionModel, FloatArray, is_sure, judge
 from workers.state.features import FEATURE_VERSION, FEATURES
+
+_TEXT = FEATURES.index("text_spam_prob")
 
 # Reasons about what the post's inputs were, not about the model: another model keeps them.
 INPUT_REASONS: frozenset[ReasonCode] = frozenset({"degraded", "text_truncated", "text_language"})
@@ -54,19 +59,42 @@ def redecide(
         return out
     matrix = np.array([[math.nan if x is None else x for x in v.features.values] for v in rows if v.features])
     probs, contribs = model.predict(matrix)
+    sure = _first_stage(model.first, matrix, campaign_action)
     for i, v in enumerate(rows):
-        prob = float(probs[i])
         versions = v.model_versions | {"decision": model.version} | ({"text": text_version} if text_version else {})
-        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        if i in sure:
+            prob, decision, reasons = sure[i]
+            scores = v.stage_scores | {FIRST_STAGE: prob}
+        else:
+            prob = float(probs[i])
+            decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+            scores = v.stage_scores | {"decision": prob}
         reasons += [r for r in v.reasons if r.code in INPUT_REASONS]
         again = v.model_copy(
             update={
                 "decision": decision,
                 "score": prob,
                 "reasons": reasons,
-                "stage_scores": v.stage_scores | {"decision": prob},
+                "stage_scores": scores,
                 "model_versions": versions,
             }
         )
         out.pairs.append((v, again))
+    return out
+
+
+def _first_stage(
+    first: DecisionModel | None, matrix: FloatArray, campaign_action: CampaignAction
+) -> dict[int, tuple[float, Decision, list[Reason]]]:
+    """The rows the first stage is sure of (as workers.stages.decide.first_stage), by index."""
+    if first is None:
+        return {}
+    blind = matrix.copy()
+    blind[:, _TEXT] = math.nan
+    probs, contribs = first.predict(blind)
+    out = {}
+    for i, p in enumerate(probs.tolist()):
+        decision, reasons = judge(first, blind[i], p, contribs[i], campaign_action)
+        if is_sure(first, p, decision):
+            out[i] = (p, decision, reasons)
     return out

@@ -114,18 +114,23 @@ def replay(
     lookback: timedelta = LOOKBACK,
 ) -> ReplayReport:
     """Re-decide ``rng``'s verdicts with ``bundle``; verdicts another text model scored are rescored
-    through ``triton_model`` (default: the challenger's name, ``settings.shadow_triton_model``)."""
+    through ``triton_model`` (default: the challenger's name, ``settings.shadow_triton_model``), and so
+    are those another bundle's first stage decided (default: the served name, ``settings.triton_model``,
+    when the bundle's text model scored every other verdict)."""
     model, text_version = load_serving(bundle)
     recorded = verdicts_of(read_range(settings, settings.output_topic, rng))
     if not recorded:
         raise ReplayError(f"no verdicts on {settings.output_topic!r} in the range")
-    todo = stale(recorded.values(), text_version)
+    todo = stale(recorded.values(), text_version, model.version)
     if triton_model is not None and not todo:  # an option that would not take effect is refused
         raise ReplayError(
             f"--triton-model {triton_model!r} would not be asked: the bundle's text model {text_version!r} "
             "scored every verdict in the range"
         )
-    name, models = triton_model or settings.shadow_triton_model, models or triton(settings)
+    # Only first-stage verdicts of another decision model to score: the bundle's text model is the served one.
+    other_text = any(v.model_versions.get("text") != text_version for v in todo)
+    default = settings.shadow_triton_model if other_text else settings.triton_model
+    name, models = triton_model or default, models or triton(settings)
     rescored = _rescored(settings, bundle, todo, name, models, lookback) if todo else Rescored([], 0)
     fresh = {v.post_id: v for v in rescored.verdicts}
     missing = {v.post_id for v in todo} - fresh.keys()

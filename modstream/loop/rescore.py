@@ -31,6 +31,7 @@ from workers.bundle.local_text import LocalText
 from workers.clients import TextModel
 from workers.model_cards import TextModelCard
 from workers.records import Post
+from workers.stages.decide import FIRST_STAGE
 from workers.state.features import INDEX
 
 TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
@@ -97,9 +98,17 @@ def in_process(text_dir: Path) -> TextModels:
     return client
 
 
-def stale(verdicts: Iterable[Verdict], version: str) -> list[Verdict]:
-    """The verdicts with a row to re-decide whose text features a text model other than ``version`` scored."""
-    return [v for v in verdicts if has_row(v) and v.model_versions.get("text") != version]
+def stale(verdicts: Iterable[Verdict], version: str, decision: str | None = None) -> list[Verdict]:
+    """The verdicts with a row to re-decide whose text features a text model other than ``version``
+    scored, or that the cascade's first stage of a decision model other than ``decision`` decided before
+    any transformer read them: ``decision``'s first stage may not be sure of them, and its full model
+    then needs their score. (The first stage that decided them does not read it: the bundle that
+    served reproduces them as logged.)"""
+    return [v for v in verdicts if has_row(v) and (v.model_versions.get("text") != version or _unscored(v, decision))]
+
+
+def _unscored(v: Verdict, decision: str | None) -> bool:
+    return FIRST_STAGE in v.stage_scores and v.model_versions.get("decision") != decision
 
 
 def with_scores(v: Verdict, text: float | None, ngram: float | None) -> Verdict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Protocol
 
 import lightgbm as lgb
 import numpy as np
@@ -36,12 +36,25 @@ import numpy.typing as npt
 from cleanlab.filter import find_label_issues
 
 from modstream.loop.champion import load_serving
-from modstream.loop.gate import Gate, Judgement, RowCuts, Side, paired
+from modstream.loop.gate import Cut, Gate, Judgement, RowCuts, Side, paired
 from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
-from training.decision_model import PARAMS, Evaluation, Fitted, choose_thresholds, evaluate, fit, save
+from training.decision_model import (
+    FIRST_STAGE_AGREEMENT,
+    PARAMS,
+    Agreement,
+    Evaluation,
+    Fitted,
+    agreeing_cuts,
+    choose_thresholds,
+    evaluate,
+    fit,
+    save,
+    unsure,
+    without_transformer,
+)
 from workers.model_cards import Thresholds
-from workers.stages.decide import DecisionModel
+from workers.stages.decide import FIRST_STAGE, DecisionModel
 from workers.state.features import FEATURES, MONOTONE
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
@@ -133,6 +146,46 @@ class CutPolicy:
         return cap_review(th, p, self.review_budget)
 
 
+class Policy(Protocol):
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds: ...
+
+
+@dataclass(frozen=True)
+class Agreeing:
+    """The first stage's cuts: where its out-of-fold scores agree with the full model's out-of-fold
+    decisions (``full``, by row), within the shipped full model's cuts, allowing only where the labels
+    show its allowed posts ham."""
+
+    full: list[str]
+    within: Thresholds  # the full model's own cuts
+    agree: Agreement = FIRST_STAGE_AGREEMENT
+
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds:
+        return agreeing_cuts(p, self.full, self.agree, self.within, y)
+
+
+def decisions_at(p: FloatArray, cut: Cut) -> list[str]:
+    decided: list[str] = np.where(p >= cut.block, "block", np.where(p < cut.allow, "allow", "review")).tolist()
+    return decided
+
+
+def cascaded(p: FloatArray, cut: Cut, p1: FloatArray | None, cut1: Thresholds | None) -> tuple[FloatArray, RowCuts]:
+    """Per row, what the worker's cascade serves: the first stage's score and cuts where it is sure
+    (allow or block), else the full model's."""
+    block, allow = np.broadcast_to(cut.block, p.shape), np.broadcast_to(cut.allow, p.shape)
+    if p1 is None or cut1 is None:
+        return p, RowCuts(block, allow)
+    sure = ~unsure(p1, cut1)
+    return np.where(sure, p1, p), RowCuts(np.where(sure, cut1.block, block), np.where(sure, cut1.allow, allow))
+
+
+def served(model: DecisionModel, x: FloatArray) -> tuple[FloatArray, RowCuts]:
+    """``model``'s scores and cuts on ``x`` as the worker's cascade decides (its first stage, if any)."""
+    first = model.first
+    p1 = None if first is None else first.predict(without_transformer(x))[0]
+    return cascaded(model.predict(x)[0], model.thresholds, p1, None if first is None else first.thresholds)
+
+
 def fold_cuts(y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, folds: int = FOLDS) -> RowCuts:
     """Each fold's cuts for its own rows, placed as :func:`fit_oof` places the shipped model's, on the
     other folds' out-of-fold scores only: a row's decision never rests on a cut its own label moved."""
@@ -145,7 +198,7 @@ def fold_cuts(y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, folds
     return RowCuts(block, allow)
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: CutPolicy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
+def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
     """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
     (returned beside it)."""
     oof = np.empty(len(y), dtype=np.float64)
@@ -223,8 +276,8 @@ def decide(
     ``champion_x`` (the rows as logged)."""
     early, late = holdout_split(len(data.y), holdout)
     _check("gate's latest slice", data.y[late])
-    p_old = champion.predict(champion_x)[0]
-    ceiling = gate.ceiling(Side.of(data.y, p_old, champion.thresholds))  # the champion's decisions only
+    p_old, old_cuts = served(champion, champion_x)  # the champion's decisions as its cascade logged them
+    ceiling = gate.ceiling(Side.of(data.y, p_old, old_cuts))  # the champion's decisions only
     budget = review_budget(ceiling, len(data.y), gate.confidence)
     # Block where the product's limits (or a stricter gate's) hold out of fold at their point estimates:
     # a 99%-precision cut on a few hundred noisily labelled spam sits where a handful of mislabelled
@@ -238,22 +291,37 @@ def decide(
         max_ham_blocked=min(gate.max_ham_blocked, TARGETS.max_ham_blocked),
         proof=gate,
     )
-    fitted, oof = fit_oof(data.x[early], data.y[early], policy)
-    cuts = fold_cuts(data.y[early], oof, policy)
-    doubted = doubted_labels(data.y[early], oof)
+    x_early, y_early = data.x[early], data.y[early]
+    fitted, oof = fit_oof(x_early, y_early, policy)
+    cuts = fold_cuts(y_early, oof, policy)
+    doubted = doubted_labels(y_early, oof)
+    # The cascade's first stage, its cuts where it agrees with the full model out of fold.
+    first, oof1 = fit_oof(without_transformer(x_early), y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
     p_late = fitted.predict(data.x[late])
-    p_new = np.r_[oof, p_late]
+    p1_late = first.predict(without_transformer(data.x[late]))
     n_late = late.stop - late.start
     every = RowCuts(np.r_[cuts.block, np.full(n_late, fitted.thresholds.block)],
                     np.r_[cuts.allow, np.full(n_late, fitted.thresholds.allow)])  # fmt: skip
-    challenger, served, won, lost = paired(data.y, (p_new, every), (p_old, champion.thresholds))
-    latest, latest_served, _, _ = paired(data.y[late], (p_late, fitted.thresholds), (p_old[late], champion.thresholds))
+    p_new, new_cuts = cascaded(np.r_[oof, p_late], every, np.r_[oof1, p1_late], first.thresholds)
+    challenger, champion_side, won, lost = paired(data.y, (p_new, new_cuts), (p_old, old_cuts))
+    latest, latest_served, _, _ = paired(
+        data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))
+    )
     rows = {"train": early.stop, "held_out": n_late}
-    oof_eval = evaluate(data.y[early], oof, fitted.thresholds)
+    oof_eval = evaluate(y_early, oof, fitted.thresholds)
     test = evaluate(data.y[late], p_late, fitted.thresholds)
     # The drift alert's baseline: the earlier rows' text scores, out of fold in a retrain, as on new posts.
-    card = save(
-        fitted, out / "decision", text_version, rows, validation=oof_eval, test=test, validation_rows=data.x[early]
+    card = save(fitted, out / "decision", text_version, rows, validation=oof_eval, test=test, validation_rows=x_early)
+    # Its "review" is the share of the posts left for the transformer and the full model.
+    save(
+        first,
+        out / "decision" / FIRST_STAGE,
+        text_version,
+        rows,
+        validation=evaluate(y_early, oof1, first.thresholds),
+        validation_rows=x_early[unsure(oof1, first.thresholds)],  # the drift baseline of the posts it leaves
+        test=evaluate(data.y[late], p1_late, first.thresholds),
+        targets=FIRST_STAGE_AGREEMENT.as_targets(),
     )
 
     def start(s: slice) -> str:
@@ -269,11 +337,15 @@ def decide(
             for label, value in (("labelled_ham", 0), ("labelled_spam", 1))
         },
         challenger=challenger,
-        champion=served,
+        champion=champion_side,
         latest={"challenger": latest, "champion": latest_served},
-        judgement=gate.judge(challenger, served, won, lost, latest=latest),
+        judgement=gate.judge(challenger, champion_side, won, lost, latest=latest),
         curves=Curves(data.y, p_new, p_old),
     )
+
+
+def _at(cut: RowCuts, rows: slice) -> RowCuts:
+    return RowCuts(cut.block[rows], cut.allow[rows])
 
 
 def copy_text(text_dir: Path, out: Path) -> None:

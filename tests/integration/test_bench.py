@@ -34,4 +34,15 @@ def test_bench_smoke(tmp_path: Path) -> None:
         signals["enrich_with_signals_us_per_post"] > 0
         and signals["verdict_bytes"] > signals["verdict_bytes_without_features"]
     )
-    assert all((tmp_path / f).exists() for f in ("throughput.png", "latency.png", "batch_size.png"))
+    # The cascade against the full pipeline on the same labelled posts, by mix; every post of the full
+    # runs reached the transformer, a share of the cascade's did.
+    for mix in ("social", "spam_heavy"):
+        cascade = saved["details"]["cascade"][mix]
+        assert cascade["cascade_posts_per_s"] > 0 and cascade["full_posts_per_s"] > 0
+        assert 0 < cascade["transformer_share"] < 1
+        assert sum(sum(row.values()) for row in cascade["flips"].values()) == cascade["posts"]
+        # The same rows: every post of the audited run, decided again in full where the first stage decided it.
+        assert sum(sum(row.values()) for row in cascade["same_rows_flips"].values()) == cascade["posts"]
+    assert 0 < saved["details"]["pipeline_first_stage_share"] < 1
+    files = ("throughput.png", "latency.png", "batch_size.png", "cascade.png")
+    assert all((tmp_path / f).exists() for f in files)

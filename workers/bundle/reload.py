@@ -50,9 +50,10 @@ class BundleReloader:
         clock: Callable[[], float] = time.monotonic,
         max_tokens: int | None = None,
         role: str = "served",  # or "challenger": whose models the metrics and logs name
+        cascade: bool = True,  # the worker's MODSTREAM_CASCADE: which drift baseline the metrics show
     ) -> None:
         self.model_dir, self.text_version, self.every_s, self.clock = model_dir, text_version, every_s, clock
-        self.max_tokens, self.role = max_tokens, role
+        self.max_tokens, self.role, self.cascade = max_tokens, role, cascade
         self.target = model_dir.resolve()
         self._next = clock() + every_s
 
@@ -78,7 +79,7 @@ class BundleReloader:
         if promoted.text is not None:
             self.text_version = promoted.text.version
         if self.role == "served":
-            show_models(promoted.bundle, self.text_version, promoted.decision.version)
+            show_models(promoted.bundle, self.text_version, promoted.decision.version, cascade=self.cascade)
         log.info(
             "%s bundle switched to %s: decision model %s, text model %s",
             self.role,

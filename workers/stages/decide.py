@@ -1,11 +1,19 @@
-"""Stage 5: LightGBM combines the text score with the context into allow / review / block."""
+"""Stage 5: LightGBM combines the text score with the context into allow / review / block.
+
+A bundle may hold a first stage (``decision/first_stage/``): a model of the same features with the
+transformer's score missing, whose cuts were chosen on validation posts so that what it decides
+agrees with the full model there (``training.decision_model.first_stage``). :func:`first_stage`
+decides the posts it is sure of before any transformer reads them; the rest go to the text model
+and :func:`decide`, as without it."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import lightgbm as lgb
 import numpy as np
@@ -15,8 +23,8 @@ import scipy.sparse as sp  # type: ignore[import-untyped]  # no stubs here; ligh
 from schemas import Decision, FeatureRow, Reason, ReasonCode
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
 from workers.errors import each
-from workers.metrics import DECISION_RULES
-from workers.model_cards import DecisionModelCard, Thresholds
+from workers.metrics import CASCADE_AUDITS, DECISION_RULES
+from workers.model_cards import CARD_FILE, DecisionModelCard, Thresholds
 from workers.records import Failure, Outcome, Post, verdict_for
 from workers.state.features import (
     CAMPAIGN,
@@ -31,6 +39,7 @@ from workers.state.features import (
 )
 
 STAGE = "decide"
+FIRST_STAGE = "first_stage"  # the stage's metric label, its stage score's key and its directory in a bundle
 FloatArray = npt.NDArray[np.float64]
 TOP_REASONS = 3
 
@@ -98,10 +107,14 @@ def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64]
 
 
 class DecisionModel:
-    def __init__(self, booster: lgb.Booster, thresholds: Thresholds, version: str) -> None:
+    def __init__(
+        self, booster: lgb.Booster, thresholds: Thresholds, version: str, first: DecisionModel | None = None
+    ) -> None:
         self.booster = booster
         self.thresholds = thresholds
         self.version = version
+        # The cascade's first stage, deciding without the transformer; its "review" is "not sure".
+        self.first = first
         self._table, self._offsets, self.bias = path_tables(booster)
 
     @classmethod
@@ -110,7 +123,8 @@ class DecisionModel:
         check_contract(card.features, card.feature_version)
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
         check_directions(booster, directory)
-        return cls(booster, card.thresholds, card.version)
+        first = directory / FIRST_STAGE
+        return cls(booster, card.thresholds, card.version, cls.load(first) if (first / CARD_FILE).exists() else None)
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(spam probability, per-feature contributions to the raw score) for a batch."""
@@ -295,21 +309,85 @@ _COPIES, _JOURNEY, _SHARERS, _STEPS, _DAYS, _AGE = (
 
 @dataclass(frozen=True, slots=True)
 class _Row:
+    at: int  # the post's place in the batch
     post: Post
     features: list[float]
     text_prob: float | None
     language: str | None  # a language the text model cannot judge: its scores were withheld
 
 
-def _row(post: Post, profile: Profile, text_prob: float | None, ngram_prob: float | None, language: str | None) -> _Row:
+def _row(
+    at: int, post: Post, profile: Profile, text_prob: float | None, ngram_prob: float | None, language: str | None
+) -> _Row:
     if language is not None:  # never decided on text that the text model cannot read
         text_prob = ngram_prob = None
-    return _Row(post, assemble(facts_of(post), profile, text_prob, ngram_prob), text_prob, language)
+    return _Row(at, post, assemble(facts_of(post), profile, text_prob, ngram_prob), text_prob, language)
 
 
 def language_reason(language: str) -> Reason:
     return Reason.of(
         "text_language", f"written in {language!r}, which the text model was not trained on: decided without it"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    row: _Row
+    prob: float
+    decision: Decision
+    reasons: list[Reason]
+    values: list[float | None]  # the feature row, missing as None
+    moved: bool  # a rule moved the decision from the model's own (judge puts its reason first)
+
+
+def _rows(
+    posts: Sequence[Post],
+    profiles: Sequence[Profile],
+    text_probs: Sequence[float | None],
+    ngram_probs: Sequence[float | None] | None,
+    languages: Sequence[str | None] | None,
+) -> tuple[list[_Row], list[Failure]]:
+    none = [None] * len(posts)
+    items = zip(range(len(posts)), posts, profiles, text_probs, ngram_probs or none, languages or none, strict=True)
+    return each(STAGE, items, lambda x: x[1].msg, lambda x: _row(*x))
+
+
+def _judge_rows(
+    rows: Sequence[_Row], model: DecisionModel, campaign_action: CampaignAction
+) -> tuple[list[_Judged], list[Failure]]:
+    if not rows:
+        return [], []
+    matrix = np.array([r.features for r in rows], dtype=np.float64)
+    probs, contribs = model.predict(matrix)
+    nullable = matrix.astype(object)  # missing as null, for the whole batch at once
+    nullable[np.isnan(matrix)] = None
+    values = nullable.tolist()
+
+    def one(i: int) -> _Judged:
+        prob = float(probs[i])
+        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        return _Judged(rows[i], prob, decision, reasons, values[i], decision != model.thresholds.classify(prob))
+
+    return each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, one)
+
+
+def _outcome(
+    j: _Judged, stage_scores: dict[str, float], model_versions: dict[str, str], unavailable: Unavailable
+) -> Outcome:
+    reasons = list(j.reasons)
+    if (language := j.row.language) is not None:
+        reasons.append(language_reason(language))
+    if unavailable:
+        reasons.append(unavailable.reason)
+    return verdict_for(
+        j.row.post,
+        decision=j.decision,
+        score=j.prob,
+        reasons=reasons,
+        stage_scores=stage_scores,
+        model_versions=model_versions,
+        degraded=bool(unavailable),
+        features=FeatureRow(contract=FEATURE_VERSION, values=j.values),
     )
 
 
@@ -326,40 +404,76 @@ def decide(
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on. ``languages``: per post, a language the text
     model cannot judge (workers/text/language.py), whose text scores are then left out, or None."""
-    none = [None] * len(posts)
-    rows, failures = each(
-        STAGE,
-        zip(posts, profiles, text_probs, ngram_probs or none, languages or none, strict=True),
-        lambda x: x[0].msg,
-        lambda x: _row(*x),
-    )
-    if not rows:
-        return [], failures
-    matrix = np.array([r.features for r in rows], dtype=np.float64)
-    probs, contribs = model.predict(matrix)
-    nullable = matrix.astype(object)  # missing as null, for the whole batch at once
-    nullable[np.isnan(matrix)] = None
-    values = nullable.tolist()
+    rows, failures = _rows(posts, profiles, text_probs, ngram_probs, languages)
+    judged, unjudged = _judge_rows(rows, model, campaign_action)
 
-    def verdict(i: int) -> Outcome:
-        prob, tp = float(probs[i]), rows[i].text_prob
-        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
-        if decision != model.thresholds.classify(prob):  # a rule moved it: judge puts its reason first
-            DECISION_RULES.labels(reasons[0].code).inc()
-        if (language := rows[i].language) is not None:
-            reasons.append(language_reason(language))
-        if unavailable:
-            reasons.append(unavailable.reason)
-        return verdict_for(
-            rows[i].post,
-            decision=decision,
-            score=prob,
-            reasons=reasons,
-            stage_scores={"decision": prob} | ({} if tp is None else {"text": tp}),
-            model_versions=model_versions,
-            degraded=bool(unavailable),
-            features=FeatureRow(contract=FEATURE_VERSION, values=values[i]),
-        )
+    def verdict(j: _Judged) -> Outcome:
+        if j.moved:
+            DECISION_RULES.labels(j.reasons[0].code).inc()
+        tp = j.row.text_prob
+        return _outcome(j, {"decision": j.prob} | ({} if tp is None else {"text": tp}), model_versions, unavailable)
 
-    outcomes, unverdicted = each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, verdict)
-    return outcomes, failures + unverdicted
+    outcomes, unverdicted = each(STAGE, judged, lambda j: j.row.post.msg, verdict)
+    return outcomes, failures + unjudged + unverdicted
+
+
+def is_sure(first: DecisionModel, prob: float, decision: Decision) -> bool:
+    """Whether the first stage decides a post: past one of its cuts, and no rule moved it there."""
+    return decision != "review" and decision == first.thresholds.classify(prob)
+
+
+class FirstStage(NamedTuple):
+    outcomes: list[Outcome]  # the posts the first stage is sure of, decided
+    failures: list[Failure]
+    later: list[int]  # the other posts' places in the batch: for the transformer and the full model
+    audited: list[int]  # decided here, and also by the full model off the verdict path (:func:`audit`)
+
+
+def audited(post: Post, share: float) -> bool:
+    """Whether a first-stage verdict is checked by the full model too: a fixed ``share`` of the posts
+    by their id, so a redelivered post is audited again alike."""
+    digest = hashlib.blake2b(post.event.post_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest) < share * 2**64
+
+
+def first_stage(
+    posts: Sequence[Post],
+    profiles: Sequence[Profile],
+    first: DecisionModel | None,
+    model_versions: dict[str, str],
+    unavailable: Unavailable,
+    ngram_probs: Sequence[float | None] | None = None,
+    campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
+    languages: Sequence[str | None] | None = None,
+    audit_share: float = 0.0,
+) -> FirstStage:
+    """The cascade's first stage: ``first`` (a bundle's ``DecisionModel.first``) decides, without the
+    transformer's score, the posts it is sure of (allow or block, by its cuts), as it decided them and no
+    rule moved them; any other post is left for the full model. Its verdicts log the row it saw (the
+    transformer's score missing) and its score under ``FIRST_STAGE``, so replay decides them again by
+    the same stage. ``first`` None (no first stage, or the cascade off) leaves every post for later."""
+    if first is None:
+        return FirstStage([], [], list(range(len(posts))), [])
+    rows, failures = _rows(posts, profiles, [None] * len(posts), ngram_probs, languages)
+    judged, unjudged = _judge_rows(rows, first, campaign_action)
+    sure = [j for j in judged if is_sure(first, j.prob, j.decision)]
+    later = sorted({j.row.at for j in judged} - {j.row.at for j in sure})
+    outcomes = [_outcome(j, {FIRST_STAGE: j.prob}, model_versions, unavailable) for j in sure]
+    audit = [j.row.at for j in sure if audited(j.row.post, audit_share)]
+    return FirstStage(outcomes, failures + unjudged, later, audit)
+
+
+def audit(first: Sequence[Outcome], full: Sequence[Outcome]) -> list[Outcome]:
+    """The first stage's verdicts as published; an audited one (decided by the full model too: in
+    ``full``) gets the full model's scores beside its own, so the loop's dataset holds both, and
+    each audited pair of decisions is counted."""
+    by_msg = {o.msg: o.verdict for o in full}
+    out = []
+    for o in first:
+        if (v := by_msg.get(o.msg)) is None:
+            out.append(o)
+            continue
+        CASCADE_AUDITS.labels(o.verdict.decision, v.decision).inc()
+        scores = v.stage_scores | o.verdict.stage_scores
+        out.append(replace(o, verdict=o.verdict.model_copy(update={"stage_scores": scores})))
+    return out

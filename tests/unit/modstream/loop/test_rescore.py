@@ -33,6 +33,7 @@ from training.text_model.scoring import onnx_spam_scores
 from workers.bundle.local_text import LocalText, WrongVersion
 from workers.config import Settings
 from workers.records import InMsg
+from workers.stages.decide import FIRST_STAGE
 from workers.text.encoder import TextEncoder
 from workers.text.ngram import N_BUCKETS, NgramModel
 
@@ -133,6 +134,17 @@ def test_stale_verdicts_are_those_another_text_model_scored_with_a_row_to_redeci
     todo = stale(logged, "t2")
     assert [v.post_id for v in todo] == ["a", "e"]
     assert posts_range(todo) == Range(logged[0].decided_at - LOOKBACK, logged[4].decided_at + SKEW)
+
+
+def test_first_stage_verdicts_are_stale_for_another_decision_model_only() -> None:
+    first = logged_verdict("f", 1).model_copy(
+        update={"model_versions": {"text": "t2", "decision": "d1"}, "stage_scores": {FIRST_STAGE: 0.001}}
+    )
+    full = logged_verdict("g", 2).model_copy(update={"model_versions": {"text": "t2", "decision": "d1"}})
+    # The bundle that decided them reproduces them as logged: its first stage never reads the transformer.
+    assert stale([first, full], "t2", "d1") == []
+    # Another decision model's first stage may not be sure of them: its full model needs the score.
+    assert [v.post_id for v in stale([first, full], "t2", "d2")] == ["f"]
 
 
 def fake_topics(monkeypatch: pytest.MonkeyPatch, logged: dict[str, Verdict], posts: list[InMsg]) -> FakeSink:

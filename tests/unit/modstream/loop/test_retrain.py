@@ -17,6 +17,7 @@ from modstream.loop.join import DatasetError, build, write_parquet
 from modstream.loop.retrain_decision import (
     CutPolicy,
     cap_review,
+    cascaded,
     doubted_labels,
     fit_oof,
     fold_cuts,
@@ -27,9 +28,10 @@ from modstream.loop.retrain_decision import (
 )
 from tests.unit.fakes import logged_verdict, tiny_decision_model, write_bundle
 from training.decision_model import PARAMS, choose_thresholds
-from workers.model_cards import Thresholds
+from workers.model_cards import DecisionModelCard, Thresholds
 from workers.records import InMsg
 from workers.runtime.startup import EXIT_MISCONFIGURED
+from workers.stages.decide import FIRST_STAGE, DecisionModel
 from workers.state.features import FEATURES
 
 TEXT = FEATURES.index("text_spam_prob")
@@ -80,6 +82,25 @@ def serving(tmp_path: Path) -> Path:
 
 
 LOOSE = Gate(max_ham_blocked=0.1, min_block_precision=0.8)  # bounds 800 labelled posts can settle
+
+
+def test_the_retrained_bundle_has_a_first_stage_and_the_gate_judges_the_cascade(tmp_path: Path, serving: Path) -> None:
+    out = tmp_path / "new"
+    decided = retrain_decision(labelled_set(tmp_path / "set.parquet"), serving, out, LOOSE)
+    model = DecisionModel.load(out / "decision")
+    assert model.first is not None
+    card = DecisionModelCard.load(out / "decision" / FIRST_STAGE)
+    assert card.targets == {"allow_agreement": 0.995, "block_agreement": 0.998, "confidence": 0.95}
+    assert decided.challenger.n == 800
+
+
+def test_the_cascade_serves_the_first_stages_score_and_cuts_where_it_is_sure() -> None:
+    p, p1 = np.array([0.9, 0.9, 0.1, 0.5]), np.array([0.01, 0.5, 0.99, 0.5])
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, Thresholds(block=0.95, allow=0.05))
+    assert score.tolist() == [0.01, 0.9, 0.99, 0.5]
+    assert cuts.block.tolist() == [0.95, 0.8, 0.95, 0.8] and cuts.allow.tolist() == [0.05, 0.2, 0.05, 0.2]
+    alone, same = cascaded(p, Thresholds(block=0.8, allow=0.2), None, None)
+    assert alone is p and same.block.tolist() == [0.8] * 4
 
 
 def test_the_split_is_by_time() -> None:

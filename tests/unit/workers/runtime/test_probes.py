@@ -108,13 +108,28 @@ def test_model_info_and_the_validation_baseline_follow_the_served_bundle(tmp_pat
     card_path.write_text(json.dumps(card | {"validation": {"n": 4, TEXT_SCORE_KEY: counts}}))
     without = write_bundle(tmp_path / "b", model=tiny_decision_model(version="db"), text_version="ta")
 
-    show_models(with_baseline, "ta", "da")
+    show_models(with_baseline, "ta", "da", cascade=True)
     assert REGISTRY.get_sample_value("modstream_model_info", {"text": "ta", "decision": "da"}) == 1
     assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "0.001"}) == 0.25
     assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "0.95"}) == 0.5
     assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "+Inf"}) == 1
 
-    show_models(without, "ta", "db")  # an old card: no baseline, and the old model's series are gone
+    show_models(without, "ta", "db", cascade=True)  # an old card: no baseline, and the old model's series are gone
     assert REGISTRY.get_sample_value("modstream_model_info", {"text": "ta", "decision": "da"}) is None
     assert REGISTRY.get_sample_value("modstream_model_info", {"text": "ta", "decision": "db"}) == 1
     assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "+Inf"}) is None
+
+
+def test_with_the_cascade_the_drift_baseline_is_that_of_the_posts_the_first_stage_leaves(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path / "a", model=tiny_decision_model(version="da"), text_version="ta")
+    card_path = bundle / "decision" / "card.json"
+    card = json.loads(card_path.read_text())
+    card_path.write_text(json.dumps(card | {"validation": {TEXT_SCORE_KEY: score_histogram([0.0005, 0.98])}}))
+    (bundle / "decision" / "first_stage").mkdir()
+    left = card | {"validation": {TEXT_SCORE_KEY: score_histogram([0.3, 0.4, 0.6, 0.7])}}
+    (bundle / "decision" / "first_stage" / "card.json").write_text(json.dumps(left))
+
+    show_models(bundle, "ta", "da", cascade=True)  # the transformer scores only the posts the first stage leaves
+    assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "0.001"}) == 0
+    show_models(bundle, "ta", "da", cascade=False)  # every post
+    assert REGISTRY.get_sample_value("modstream_text_score_validation", {"version": "ta", "le": "0.001"}) == 0.5

@@ -1,0 +1,57 @@
+"""The cascade's first-stage cuts: where its decisions are shown to agree with the full model's."""
+
+import numpy as np
+
+from training.decision_model import Agreement, agreeing_cut, agreeing_cuts
+from workers.model_cards import Thresholds
+
+WIDE = Thresholds(block=0.0, allow=1.0)  # full-model cuts that hold nothing back
+
+
+def test_the_cuts_go_as_far_as_the_full_model_is_shown_to_agree() -> None:
+    p1 = np.linspace(0.0, 1.0, 1000)
+    full = ["allow"] * 600 + ["review"] * 100 + ["block"] * 300
+    full[700] = "review"  # one disagreement just inside the block side
+    assert agreeing_cut(p1, full, "allow", 0.995, 0.95) == p1[599]
+    # The block side's 299 agreeing posts cannot show 99.5%; they show 99%, up to the disagreement.
+    assert agreeing_cut(p1, full, "block", 0.995, 0.95) is None
+    assert agreeing_cut(p1, full, "block", 0.99, 0.95) == p1[701]
+
+
+def test_598_agreeing_posts_are_the_fewest_that_show_99_5_percent() -> None:
+    for n, shown in ((597, False), (598, True)):
+        p1 = np.linspace(0.0, 0.1, n)
+        assert (agreeing_cut(p1, ["allow"] * n, "allow", 0.995, 0.95) is not None) == shown
+
+
+def test_tied_scores_are_never_split_and_no_agreeing_cut_decides_nothing() -> None:
+    p1 = np.array([0.1] * 700 + [0.9])
+    full = ["allow"] * 699 + ["review", "block"]
+    # 699 agreeing posts would show 99.5%, but the 700th has the same score: the cut takes all or none.
+    assert agreeing_cut(p1, full, "allow", 0.995, 0.95) is None
+    th = agreeing_cuts(p1, full, Agreement(), WIDE, np.zeros(len(p1), dtype=int))
+    assert {th.classify(float(p)) for p in p1} == {"review"}
+
+
+def test_the_first_stage_never_allows_or_blocks_past_the_full_models_own_cuts() -> None:
+    """On a few weeks of labels its agreement can stretch its allow cut to posts it calls 45% spam
+    (the loop trial); a first stage that reads no text must not allow what the full model would not."""
+    p1 = np.linspace(0.0, 0.9, 2000)
+    full = ["allow"] * 1800 + ["block"] * 200
+    HAM = np.zeros(2000, dtype=int)
+    th = agreeing_cuts(p1, full, Agreement(), Thresholds(block=0.95, allow=0.1), HAM)
+    assert th.allow == 0.1 and th.block == 1.0
+    assert agreeing_cuts(p1, full, Agreement(), WIDE, HAM).allow > 0.5
+
+
+def test_the_first_stage_allows_only_where_the_labels_show_its_allowed_posts_ham() -> None:
+    """A full model that allows some spam (its review budget) is agreed with there by a first stage
+    that cannot read the text: the labels keep the first stage's allow cut below that spam."""
+    p1 = np.linspace(0.0, 0.5, 2000)
+    full = ["allow"] * 2000
+    y = np.zeros(2000, dtype=int)
+    y[1500::10] = 1  # spam among the full model's allows, from p1 0.375 on
+    th = agreeing_cuts(p1, full, Agreement(), WIDE, y)
+    allowed = p1 < th.allow
+    assert y[allowed].mean() <= 0.005 and allowed.sum() > 1500  # its allowed posts ham at 99.5%
+    assert agreeing_cuts(p1, full, Agreement(), WIDE, np.zeros(2000, dtype=int)).allow > 0.5
