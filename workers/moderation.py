@@ -275,6 +275,8 @@ class ModerationWorker:
         # The drift alert's population: the posts the full model decides (the card's baseline is theirs).
         observe_text_scores(scorer.model.version, [probs[i] for i in first.later])
         unavailable = decide.Unavailable(redis=facts.no_redis, text_model=no_text)
+        # Audited: published by the first stage, whatever the full model decides.
+        checked = frozenset(posts[i].msg for i in first.audited)
         with timed(decide.STAGE):
             decided, undecided = decide.decide(
                 [posts[i] for i in later],
@@ -286,8 +288,8 @@ class ModerationWorker:
                 [facts.ngram_probs[i] for i in later],
                 s.campaign_action,
                 [facts.languages[i] for i in later],
+                checked,
             )
-        checked = {posts[i].msg for i in first.audited}  # published by the first stage, whatever the full model did
         full = [o for o in decided if o.msg not in checked]
         CASCADE_POSTS.labels(decide.FIRST_STAGE).inc(len(first.outcomes))
         CASCADE_POSTS.labels(decide.STAGE).inc(len(full))

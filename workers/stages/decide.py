@@ -25,7 +25,7 @@ from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
 from workers.errors import each
 from workers.metrics import CASCADE_AUDITS, DECISION_RULES
 from workers.model_cards import CARD_FILE, DecisionModelCard, Thresholds
-from workers.records import Failure, Outcome, Post, verdict_for
+from workers.records import Failure, InMsg, Outcome, Post, verdict_for
 from workers.state.features import (
     CAMPAIGN,
     FEATURE_VERSION,
@@ -401,14 +401,17 @@ def decide(
     ngram_probs: Sequence[float | None] | None = None,
     campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
     languages: Sequence[str | None] | None = None,
+    audit_only: frozenset[InMsg] = frozenset(),
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on. ``languages``: per post, a language the text
-    model cannot judge (workers/text/language.py), whose text scores are then left out, or None."""
+    model cannot judge (workers/text/language.py), whose text scores are then left out, or None.
+    ``audit_only``: posts decided to audit the first stage's verdicts, which stand: a rule that
+    moves one of these is not counted as moving a verdict."""
     rows, failures = _rows(posts, profiles, text_probs, ngram_probs, languages)
     judged, unjudged = _judge_rows(rows, model, campaign_action)
 
     def verdict(j: _Judged) -> Outcome:
-        if j.moved:
+        if j.moved and j.row.post.msg not in audit_only:
             DECISION_RULES.labels(j.reasons[0].code).inc()
         tp = j.row.text_prob
         return _outcome(j, {"decision": j.prob} | ({} if tp is None else {"text": tp}), model_versions, unavailable)

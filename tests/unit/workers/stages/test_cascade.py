@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from modstream.loop.redecide import redecide
-from schemas import Verdict
+from schemas import Reason, Verdict
 from tests.unit.fakes import FakeSink, FakeSource, FakeStore, FakeTextModel, event, tiny_decision_model
 from workers.config import Settings
-from workers.metrics import CASCADE_AUDITS, CASCADE_POSTS
+from workers.metrics import CASCADE_AUDITS, CASCADE_POSTS, DECISION_RULES
 from workers.model_cards import Thresholds
 from workers.moderation import ModerationWorker
 from workers.records import InMsg
@@ -176,3 +176,23 @@ def test_replay_decides_first_stage_verdicts_again_by_the_first_stage() -> None:
     again = redecide(recorded, model)
     assert [(a.decision, a.score) for _, a in again.pairs] == [(v.decision, v.score) for v in recorded]
     assert [FIRST_STAGE in a.stage_scores for _, a in again.pairs] == [True, True, False]
+
+
+def test_a_rule_moving_an_audit_only_decision_is_not_counted_as_moving_a_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    moved = ("review", [Reason.of("reports_only", "reports alone never block: review")])
+    monkeypatch.setattr("workers.stages.decide.judge", lambda *_: (moved[0], list(moved[1])))
+    posts = posts_of(LONG, LONG)
+    before = DECISION_RULES.labels("reports_only")._value.get()
+    out, _ = decide(
+        posts,
+        [Profile()] * 2,
+        [0.99] * 2,
+        tiny_decision_model(),
+        {},
+        Unavailable(),
+        audit_only=frozenset({posts[1].msg}),
+    )
+    assert [o.verdict.decision for o in out] == ["review", "review"]
+    assert DECISION_RULES.labels("reports_only")._value.get() == before + 1  # the published one only
