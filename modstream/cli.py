@@ -532,10 +532,11 @@ def shadow_report_cmd(
     settings = _settings()
     try:
         with console.status("reading the champion's and the challenger's verdicts"):
-            report = shadow_report(settings, settings.shadow_topic, parse_range(from_time, to_time, None), out)
+            rng = parse_range(from_time, to_time, None)
+            report = shadow_report(settings, settings.shadow_topic, rng, out, settings.shadow_model_dir)
     except (RangeError, ReplayError) as exc:
         _misconfigured(str(exc))
-    print(json.dumps(report.comparison.as_dict(), default=str))
+    print(json.dumps(report.as_dict(), default=str))
     render.shadowed(report, out)
 
 

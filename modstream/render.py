@@ -97,6 +97,9 @@ def shadowed(report: ShadowReport, out: Path) -> None:
         )
     console.print(f"{c.agreed}/{c.posts} agree, {len(c.flipped)} flipped; in {out}")
     console.print(f"{report.queued} flipped posts without a label, to label first: {report.queue_file}")
+    j, e = report.judgement, report.evidence
+    judged = f"{e['retrain']} labelled posts of its retrain (out of fold) and {e['shadow']} labelled in shadow"
+    console.print(f"gate on {judged}: {'no labelled post yet' if j is None else j.line()}")
 
 
 def demo(s: Summary) -> None:

@@ -44,6 +44,7 @@ from workers.state.features import FEATURE_VERSION, Profile
 from workers.state.keyspace import Keyspace
 from workers.text.language import EVERY_LANGUAGE, Languages
 from workers.text.ngram import NgramModel, ngram_probs
+from workers.text.trust import Trust
 
 log = logging.getLogger(__name__)
 
@@ -264,8 +265,14 @@ class ModerationWorker:
                 s.cascade_audit_share,
             )
         later = sorted(first.later + first.audited)
-        # Not a post whose text scores are withheld (a language the text model cannot judge): no use.
-        scored = [i for i in (range(len(posts)) if self.shadow is not None else later) if facts.languages[i] is None]
+        withheld = dict(zip(later, await self._withheld([posts[i] for i in later], model.trust), strict=True))
+        # Not a post whose text scores are withheld (a language the text model cannot judge, or one whose
+        # transformer score the decision model does not read): no use. A shadow decides from all of them.
+        scored = [
+            i
+            for i in (range(len(posts)) if self.shadow is not None else later)
+            if facts.languages[i] is None and (self.shadow is not None or withheld[i] is None)
+        ]
         probs: list[float | None] = [None] * len(posts)
         no_text = False
         if scored:
@@ -273,7 +280,7 @@ class ModerationWorker:
             for i, p in zip(scored, got, strict=True):
                 probs[i] = p
         # The drift alert's population: the posts the full model decides (the card's baseline is theirs).
-        observe_text_scores(scorer.model.version, [probs[i] for i in first.later])
+        observe_text_scores(scorer.model.version, [probs[i] for i in first.later if withheld[i] is None])
         unavailable = decide.Unavailable(redis=facts.no_redis, text_model=no_text)
         # Audited: published by the first stage, whatever the full model decides.
         checked = frozenset(posts[i].msg for i in first.audited)
@@ -289,6 +296,7 @@ class ModerationWorker:
                 s.campaign_action,
                 [facts.languages[i] for i in later],
                 checked,
+                [withheld[i] for i in later],
             )
         full = [o for o in decided if o.msg not in checked]
         CASCADE_POSTS.labels(decide.FIRST_STAGE).inc(len(first.outcomes))
@@ -364,6 +372,13 @@ class ModerationWorker:
         for language, n in Counter(filter(None, found)).items():  # how much of the traffic no text model reads
             UNJUDGED_LANGUAGE.labels(language).inc(n)
         return found
+
+    async def _withheld(self, posts: list[Post], trust: Trust) -> list[str | None]:
+        """Per post, a language whose transformer score ``trust`` withholds, or None. In a thread, as above."""
+        if not trust.ngram_only:  # no stage to time
+            return [None] * len(posts)
+        with timed(LANGUAGE_STAGE):
+            return await asyncio.to_thread(trust.withheld, [p.text for p in posts])
 
     async def _score(self, posts: list[Post], scorer: TextScorer) -> tuple[list[float | None], bool]:
         try:

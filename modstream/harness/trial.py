@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,7 +43,7 @@ from modstream.serving.artifacts import ensure_models
 from modstream.serving.triton_repo import build_repo
 from modstream.stack.local import Endpoints, LocalStack, create_topics
 from schemas import Verdict
-from training.corpora.platforms import LabelledPost, instagram_comments, new_account_event, weeks
+from training.corpora.platforms import PLATFORMS, LabelledPost, new_account_event, weeks
 from workers.config import Settings
 from workers.model_cards import DecisionModelCard, TextModelCard
 
@@ -51,12 +51,12 @@ HISTORY, NEXT_WEEK = 1600, 400
 RELOAD_S = 1.0  # the workers' model reload interval here: a promotion is served within it
 
 
-def records(posts: Sequence[LabelledPost], prefix: str, seed: int) -> list[Record]:
+def records(posts: Sequence[LabelledPost], prefix: str, seed: int, platform: str = "instagram") -> list[Record]:
     """Each post from a new account, typed in the UI at a human pace (training.corpora.platforms)."""
     rng = random.Random(seed)
     out = []
     for i, p in enumerate(posts):
-        event = new_account_event(f"{prefix}{i}", f"{prefix}u{i}", p.text, datetime.now(UTC), rng)
+        event = new_account_event(f"{prefix}{i}", f"{prefix}u{i}", p.text, datetime.now(UTC), rng, platform)
         out.append(Record(event.post_id, event.model_dump_json().encode(), int(p.spam)))
     return out
 
@@ -68,22 +68,14 @@ def served(v: Verdict) -> str:
 def side(posts: Sequence[Record], verdicts: dict[str, Verdict]) -> Side:
     from sklearn.metrics import roc_auc_score
 
-    y = [r.label for r in posts]
-    decisions = [verdicts[r.key].decision for r in posts]
-    spam = sum(1 for label in y if label)
-    return Side(
-        n=len(posts),
-        spam=spam,
-        ham=len(posts) - spam,
-        spam_blocked=sum(1 for label, d in zip(y, decisions, strict=True) if label and d == "block"),
-        ham_blocked=sum(1 for label, d in zip(y, decisions, strict=True) if not label and d == "block"),
-        review=sum(1 for d in decisions if d == "review"),
-        roc_auc=float(roc_auc_score(y, [verdicts[r.key].score for r in posts])),
-    )
+    y = [int(bool(r.label)) for r in posts]  # every trial post is labelled
+    decided = Side.of_decisions(y, [verdicts[r.key].decision for r in posts])
+    return replace(decided, roc_auc=float(roc_auc_score(y, [verdicts[r.key].score for r in posts])))
 
 
 @dataclass
 class Trial:
+    platform: str
     weeks_back: int
     epochs: int | None  # the retrain's text-model epochs; None: its default
     history: int
@@ -168,13 +160,17 @@ def with_spam_share(posts: Sequence[LabelledPost], n: int, share: float, seed: i
 
 
 def window(
-    history: int = HISTORY, next_week: int = NEXT_WEEK, weeks_back: int = 0, spam_share: float | None = None
+    history: int = HISTORY,
+    next_week: int = NEXT_WEEK,
+    weeks_back: int = 0,
+    spam_share: float | None = None,
+    platform: str = "instagram",
 ) -> tuple[list[LabelledPost], list[LabelledPost]]:
     """The history and the next week, which ends ``weeks_back`` weeks before the corpus's last post:
     the loop measured on more than one week; with ``spam_share``, the history is the latest posts
     before the next week at that share of spam (a platform whose moderators label otherwise).
     ValueError when the corpus is too short for it."""
-    comments = instagram_comments()
+    comments = PLATFORMS[platform]()
     comments = comments[: len(comments) - weeks_back * next_week]
     if spam_share is None:
         return weeks(comments, history, next_week)
@@ -189,6 +185,7 @@ def run_trial(
     future: Sequence[LabelledPost],
     weeks_back: int = 0,
     epochs: int | None = None,
+    platform: str = "instagram",
 ) -> Trial:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
@@ -201,8 +198,8 @@ def run_trial(
         before = Run(ep, models.bundle, "before")
         try:
             with console.status(f"before: the default bundle decides {len(past)} posts of history, then the next week"):
-                before.decide(records(past, "h", 1))
-                before.decide(nxt := records(future, "n", 2))
+                before.decide(records(past, "h", 1, platform))
+                before.decide(nxt := records(future, "n", 2, platform))
             champion = side(nxt, before.verdicts())
         finally:
             before.close()
@@ -210,7 +207,7 @@ def run_trial(
         try:
             with console.status("after: the same history, decided and labelled by moderators"):
                 start = datetime.now(UTC)
-                after.decide(hist := records(past, "h", 1))
+                after.decide(hist := records(past, "h", 1, platform))
                 produce_all(after.settings, simulated_labels(hist, 1.0, 3), topic=after.settings.feedback_topic)
                 end = datetime.now(UTC)
             window = ["--from-time", start.isoformat(), "--to-time", end.isoformat()]
@@ -223,12 +220,13 @@ def run_trial(
             _, promote_s = cli(["models", "promote", str(retrained)], after.settings, console)
             time.sleep(2 * RELOAD_S)  # every worker has switched
             with console.status("after: the promoted bundle decides the next week"):
-                after.decide(nxt_after := records(future, "n", 2))
+                after.decide(nxt_after := records(future, "n", 2, platform))
             verdicts = after.verdicts()
         finally:
             after.close()
     report = json.loads((retrained / "report.json").read_text())
     trial = Trial(
+        platform=platform,
         weeks_back=weeks_back,
         epochs=epochs,
         history=len(past),
@@ -322,14 +320,17 @@ def main(
         float | None,
         typer.Option(min=0.01, max=0.99, help="The history's share of spam", show_default="the corpus's"),
     ] = None,
+    platform: Annotated[str, typer.Option(help=f"The platform's labelled posts: {', '.join(PLATFORMS)}")] = "instagram",
 ) -> None:
     """The loop on a new platform: figures before and after one retrain and promotion."""
     console = Console()
+    if platform not in PLATFORMS:
+        raise typer.BadParameter(f"unknown platform {platform!r}: one of {', '.join(PLATFORMS)}")
     try:
-        past, future = window(history, next_week, weeks_back, spam_share)
+        past, future = window(history, next_week, weeks_back, spam_share, platform)
     except ValueError as e:
         raise typer.BadParameter(f"{e}; ask for fewer --weeks-back or a shorter --history") from None
-    t = run_trial(out, console, past, future, weeks_back, epochs)
+    t = run_trial(out, console, past, future, weeks_back, epochs, platform)
     for name, side_ in (("default bundle", t.before), ("after retrain", t.after)):
         console.print(
             f"{name:>15}: block-F1 {side_['block_f1']:.3f} (precision {side_['block_precision']:.3f}, "

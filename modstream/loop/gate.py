@@ -26,13 +26,16 @@ test does not veto: a slice holds too few disagreements to tell.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from statistics import NormalDist
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from schemas import Decision
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -142,6 +145,33 @@ class Side:
             roc_auc=float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else math.nan,
         )
 
+    @classmethod
+    def of_decisions(cls, y: Sequence[int], decisions: Sequence[Decision]) -> Side:
+        """Logged decisions on labelled posts (ROC-AUC needs scores: NaN)."""
+        pairs = list(zip(y, decisions, strict=True))
+        spam = sum(1 for label in y if label)
+        return cls(
+            n=len(pairs),
+            spam=spam,
+            ham=len(pairs) - spam,
+            spam_blocked=sum(1 for label, d in pairs if label and d == "block"),
+            ham_blocked=sum(1 for label, d in pairs if not label and d == "block"),
+            review=sum(1 for _, d in pairs if d == "review"),
+            roc_auc=math.nan,
+        )
+
+    def __add__(self, other: Side) -> Side:
+        """Two disjoint sets of posts judged as one; ROC-AUC does not add (NaN)."""
+        return Side(
+            n=self.n + other.n,
+            spam=self.spam + other.spam,
+            ham=self.ham + other.ham,
+            spam_blocked=self.spam_blocked + other.spam_blocked,
+            ham_blocked=self.ham_blocked + other.ham_blocked,
+            review=self.review + other.review,
+            roc_auc=math.nan,
+        )
+
     @property
     def blocked(self) -> int:
         return self.spam_blocked + self.ham_blocked
@@ -170,6 +200,55 @@ class Side:
     def as_dict(self) -> dict[str, float]:
         rates = ("block_precision", "block_recall", "block_f1", "ham_blocked_share", "review_share")
         return {**asdict(self), **{r: round(getattr(self, r), 4) for r in rates}}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Both models on the same labelled posts, paired: what the gate judges. Evidence from disjoint
+    posts adds up: a shadowed challenger's labelled verdicts extend its retrain's out-of-fold posts."""
+
+    challenger: Side
+    champion: Side
+    won: int  # posts right (spam blocked, ham not) by the challenger alone
+    lost: int  # by the champion alone
+
+    @classmethod
+    def of_decisions(cls, y: Sequence[int], challenger: Sequence[Decision], champion: Sequence[Decision]) -> Evidence:
+        right = [
+            [(d == "block") == bool(label) for label, d in zip(y, side, strict=True)] for side in (challenger, champion)
+        ]
+        return cls(
+            Side.of_decisions(y, challenger),
+            Side.of_decisions(y, champion),
+            won=sum(1 for a, b in zip(*right, strict=True) if a and not b),
+            lost=sum(1 for a, b in zip(*right, strict=True) if b and not a),
+        )
+
+    def __add__(self, other: Evidence) -> Evidence:
+        return Evidence(
+            self.challenger + other.challenger,
+            self.champion + other.champion,
+            self.won + other.won,
+            self.lost + other.lost,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "challenger": self.challenger.as_dict(),
+            "champion": self.champion.as_dict(),
+            "won": self.won,
+            "lost": self.lost,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+        names = [f.name for f in fields(Side)]
+        return cls(
+            Side(**{k: d["challenger"][k] for k in names}),
+            Side(**{k: d["champion"][k] for k in names}),
+            int(d["won"]),
+            int(d["lost"]),
+        )
 
 
 class Outcome(StrEnum):

@@ -15,13 +15,16 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from modstream.loop.champion import load_serving
 from modstream.loop.comparison import Comparison, compare, plot
 from modstream.loop.config import Replaying, Topics
+from modstream.loop.gate import Evidence, Gate, Judgement
 from modstream.loop.join import collect_labels
 from modstream.loop.posts import LOOKBACK, posts_by_id, posts_range
 from modstream.loop.redecide import redecide
+from modstream.loop.report import REPORT_FILE
 from modstream.loop.rescore import Rescored, TextModels, rescore, stale, triton
 from modstream.loop.topics import Range, RangeError, read_range
 from schemas import Decision, Verdict
@@ -31,6 +34,7 @@ from workers.errors import describe
 from workers.feedback.handler import parse as parse_feedback
 from workers.kafka.delivery import Output, deliver
 from workers.records import InMsg
+from workers.text.trust import Trust
 
 
 class ReplayError(ValueError):
@@ -85,7 +89,13 @@ class ReplayReport:
 
 
 def _rescored(
-    settings: Replaying, bundle: Path, todo: list[Verdict], name: str, models: TextModels, lookback: timedelta
+    settings: Replaying,
+    bundle: Path,
+    todo: list[Verdict],
+    name: str,
+    models: TextModels,
+    lookback: timedelta,
+    trust: Trust,
 ) -> Rescored:
     """``todo``'s texts scored by the bundle's text model, served by Triton as ``name``."""
     try:
@@ -95,7 +105,7 @@ def _rescored(
     read = read_range(settings, settings.input_topic, posts_range(todo, lookback))
     posts = posts_by_id(read, settings.max_text_chars)
     try:
-        return asyncio.run(rescore(todo, posts, local, models, name, settings))
+        return asyncio.run(rescore(todo, posts, local, models, name, settings, trust))
     except Exception as exc:  # unreachable, too slow, or serving another version: no partial replay
         raise ReplayError(
             f"cannot rescore {len(todo)} verdicts with the bundle's text model {local.version!r} "
@@ -131,7 +141,7 @@ def replay(
     other_text = any(v.model_versions.get("text") != text_version for v in todo)
     default = settings.shadow_triton_model if other_text else settings.triton_model
     name, models = triton_model or default, models or triton(settings)
-    rescored = _rescored(settings, bundle, todo, name, models, lookback) if todo else Rescored([], 0)
+    rescored = _rescored(settings, bundle, todo, name, models, lookback, model.trust) if todo else Rescored([], 0)
     fresh = {v.post_id: v for v in rescored.verdicts}
     missing = {v.post_id for v in todo} - fresh.keys()
     # Every verdict re-decided now has the bundle's text scores: rescored, or scored by it already.
@@ -163,6 +173,7 @@ def replay(
 
 
 QUEUE_FILE = "label_queue.jsonl"
+GATE = Gate()  # the retrain's default gate
 
 
 @dataclass(frozen=True)
@@ -194,11 +205,38 @@ class ShadowReport:
     comparison: Comparison
     queued: int  # posts in the label queue
     queue_file: Path
+    judgement: Judgement | None  # the gate on all the evidence there is; None without any labelled post
+    evidence: dict[str, int]  # labelled posts judged: the retrain's (out of fold) and the shadow's
+
+    def as_dict(self) -> dict[str, Any]:
+        j = self.judgement
+        gate = None if j is None else {"outcome": j.outcome.value, "line": j.line(), "more_labels": j.more_labels}
+        return self.comparison.as_dict() | {"gate": gate, "evidence": self.evidence}
 
 
-def shadow_report(settings: Topics, shadow_topic: str, rng: Range, out: Path) -> ShadowReport:
+def retrain_evidence(bundle: Path | None, challenger: dict[str, Verdict]) -> Evidence | None:
+    """The shadowed bundle's retrain evidence (its ``report.json``), where that bundle's decision model
+    is the one that decided ``challenger``; None otherwise (another bundle, or none written by a retrain)."""
+    path = None if bundle is None else bundle / REPORT_FILE
+    if path is None or not path.is_file():
+        return None
+    decision = json.loads(path.read_text()).get("decision", {})
+    served = {v.model_versions.get("decision") for v in challenger.values()}
+    if served != {decision.get("version")} or "won" not in decision:
+        return None
+    return Evidence.from_dict(decision)
+
+
+def shadow_report(
+    settings: Topics, shadow_topic: str, rng: Range, out: Path, bundle: Path | None = None, gate: Gate = GATE
+) -> ShadowReport:
     """The champion's verdicts (the verdicts topic) against the challenger's (``shadow_topic``), and
-    the unlabelled posts they disagree on, for moderators (``label_queue.jsonl``, one JSON a line)."""
+    the unlabelled posts they disagree on, for moderators (``label_queue.jsonl``, one JSON a line).
+    The gate judges the challenger on every label there is: those its retrain judged out of fold
+    (``bundle``'s report, when it is the shadowed one) and the shadowed posts labelled since, the
+    latter also as the drift check. A retrain that could not tell is settled by the labels that follow.
+    Labels taken from the queue are the flips, where the two differ: the paired sign test is exact on
+    them, and they overstate both models' error rates, so the bounds err against promotion."""
     champion = verdicts_of(read_range(settings, settings.output_topic, rng))
     challenger = verdicts_of(read_range(settings, shadow_topic, rng))
     if not champion or not challenger:
@@ -212,9 +250,22 @@ def shadow_report(settings: Topics, shadow_topic: str, rng: Range, out: Path) ->
         labels,
         names=("champion", "challenger"),
     )
+    both = sorted(labels.keys() & champion.keys() & challenger.keys())
+    live = Evidence.of_decisions(
+        [labels[p] for p in both], [challenger[p].decision for p in both], [champion[p].decision for p in both]
+    )
+    prior = retrain_evidence(bundle, challenger)
+    total = live if prior is None else prior + live
+    judgement = (
+        gate.judge(total.challenger, total.champion, total.won, total.lost, latest=live.challenger)
+        if total.challenger.n
+        else None
+    )
+    evidence = {"retrain": 0 if prior is None else prior.challenger.n, "shadow": live.challenger.n}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "shadow.json").write_text(json.dumps(comparison.as_dict(), indent=2, default=str) + "\n")
     plot(comparison, out / "shadow_flips.png", "Champion vs challenger")
     queue = label_queue(champion, challenger, labels)
     (out / QUEUE_FILE).write_text("".join(json.dumps(asdict(q)) + "\n" for q in queue))
-    return ShadowReport(comparison, len(queue), out / QUEUE_FILE)
+    report = ShadowReport(comparison, len(queue), out / QUEUE_FILE, judgement, evidence)
+    (out / "shadow.json").write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
+    return report

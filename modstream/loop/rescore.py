@@ -33,6 +33,8 @@ from workers.model_cards import TextModelCard
 from workers.records import Post
 from workers.stages.decide import FIRST_STAGE
 from workers.state.features import INDEX
+from workers.text.language import withhold
+from workers.text.trust import TRUST_EVERYWHERE, Trust
 
 TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
 # A client of a text model (its card's version) as a Triton model name serves it, closed after use.
@@ -135,15 +137,19 @@ async def rescore(
     models: TextModels,
     name: str,
     settings: ScorerSettings,
+    trust: Trust = TRUST_EVERYWHERE,
 ) -> Rescored:
     """``stale`` verdicts whose post is in ``posts``, their texts scored by ``local``'s text model as
-    the Triton model ``name`` serves it. Raises what the client raises, or WrongVersion when ``name``
-    serves another version."""
+    the Triton model ``name`` serves it, the transformer's score withheld where the bundle's decision
+    model does not read it (``trust``), as the worker serves it. Raises what the client raises, or
+    WrongVersion when ``name`` serves another version."""
     found = [(v, posts[v.post_id]) for v in stale if v.post_id in posts]
     if not found:  # nothing to score: no client
         return Rescored([], len(stale))
     async with models(name, local.version) as model:
         await local.connect(model)
-        text, ngram = await local.score(text_scorer(settings, local.encoder, model), [p.text for _, p in found])
+        texts = [p.text for _, p in found]
+        text, ngram = await local.score(text_scorer(settings, local.encoder, model), texts)
+    text = withhold(text, trust.withheld(texts))
     again = [with_scores(v, t, n) for (v, _), t, n in zip(found, text, ngram, strict=True)]
     return Rescored(again, len(stale) - len(found), name)

@@ -5,7 +5,8 @@
    text models for the earlier posts (modstream/loop/retrain_text.py says why);
 3. rescore and decide: every labelled row's two text features scored again in process, the
    held-out posts by the new text model, the earlier ones by the model that did not see them;
-   then the decision model trained on the rescored rows;
+   per language, the transformer's score kept only where it reads the earlier rows about as well as
+   the n-gram model (modstream/loop/languages.py); then the decision model trained on the rescored rows;
 4. gate: challenger (rescored rows) against champion (rows as logged) on the latest posts;
 5. report: ``report.json`` and ``report.png``.
 
@@ -27,6 +28,7 @@ from modstream.loop.config import Retraining
 from modstream.loop.dataset import Texts, labelled_texts, matrix
 from modstream.loop.gate import Gate
 from modstream.loop.join import DatasetError
+from modstream.loop.languages import choose, trust_line, withhold
 from modstream.loop.rescore import in_process, rescore
 from modstream.loop.retrain_decision import HOLDOUT, Decided, decide, holdout_split
 from modstream.loop.retrain_text import Trained, cross_fit
@@ -37,6 +39,7 @@ from training.corpora.labelled import DataError
 from workers.bundle.load import ScorerSettings
 from workers.bundle.local_text import LocalText
 from workers.records import Post
+from workers.text.trust import languages_of
 
 TEXT_FOLDS = 5
 # A new platform's history is small: 1,600 labels give two epochs of about 70 steps, where the text
@@ -102,8 +105,13 @@ def retrain(
     lap("rescore")
     logged = matrix(texts.verdicts, texts.labels, texts.times)
     rescored = matrix([again[v.post_id] for v in texts.verdicts], texts.labels, texts.times)
+    found = languages_of([texts.posts[v.post_id].text for v in texts.verdicts])
+    trust = choose(found, rescored, holdout_split(len(rescored.y), options.holdout)[0])
+    progress(f"3/5 languages: {trust_line(trust)}")
+    rescored = withhold(rescored, found, trust)
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
     decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
+    trust.save(out / "decision")
     lap("decide")
     doubted = {label: len(ids) for label, ids in decided.recheck.items()}
     if any(doubted.values()):
@@ -125,6 +133,7 @@ def retrain(
             "best_val_f1": trained.val_f1,
             "held_out": (trained.card.metrics or {}).get(precision, {}).get("test"),
             "fused_held_out": (trained.card.fusion or {}).get("metrics", {}).get("test"),
+            "languages": trust.model_dump(mode="json"),
         },
         "decision": decided.as_dict(),
         "better": decided.judgement.better,

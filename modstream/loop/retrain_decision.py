@@ -198,9 +198,8 @@ def fold_cuts(y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, folds
     return RowCuts(block, allow)
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
-    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
-    (returned beside it)."""
+def out_of_fold(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> tuple[FloatArray, list[int]]:
+    """Each row's score by the model trained on the other time-contiguous folds, and each fold model's rounds."""
     oof = np.empty(len(y), dtype=np.float64)
     rounds = []
     for i, part in enumerate(folds_of(len(y), folds)):
@@ -209,6 +208,13 @@ def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int =
         fold = fit(x[rest], y[rest], x[part], y[part])
         oof[part] = fold.predict(x[part])
         rounds.append(max(1, fold.booster.best_iteration))
+    return oof, rounds
+
+
+def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
+    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
+    (returned beside it)."""
+    oof, rounds = out_of_fold(x, y, folds)
     params = PARAMS | {"monotone_constraints": list(MONOTONE)}  # as training.decision_model.fit
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
@@ -227,6 +233,8 @@ class Decided:
     recheck: dict[str, list[str]]  # post ids whose labels the out-of-fold model doubts, by their label
     challenger: Side  # on every labelled row, each decided by a model that did not see it
     champion: Side  # on the same rows, as logged
+    won: int  # rows right (spam blocked, ham not) by the challenger alone
+    lost: int  # by the champion alone
     latest: dict[str, Side]  # both on the latest slice alone: the drift check's
     judgement: Judgement
     curves: Curves
@@ -241,6 +249,8 @@ class Decided:
             "labels_to_recheck": self.recheck,
             "challenger": self.challenger.as_dict(),
             "champion": self.champion.as_dict(),
+            "won": self.won,
+            "lost": self.lost,
             "latest": {name: side.as_dict() for name, side in self.latest.items()},
             "gate": {
                 "outcome": j.outcome.value,
@@ -338,6 +348,8 @@ def decide(
         },
         challenger=challenger,
         champion=champion_side,
+        won=won,
+        lost=lost,
         latest={"challenger": latest, "champion": latest_served},
         judgement=gate.judge(challenger, champion_side, won, lost, latest=latest),
         curves=Curves(data.y, p_new, p_old),

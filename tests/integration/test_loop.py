@@ -149,6 +149,9 @@ def test_the_learning_loop(stack: Endpoints, tiny_model_dir: Path, tmp_path: Pat
         assert result.exit_code == 0, result.output
         shadow = json.loads((tmp_path / "shadow" / "shadow.json").read_text())
         assert shadow["posts"] == 400 and shadow["a_labels"]["labelled"] == len(labels)
+        # The gate on the labelled shadowed posts (no retrain report: this challenger was not retrained).
+        assert shadow["evidence"] == {"retrain": 0, "shadow": len(labels)}
+        assert shadow["gate"]["outcome"] in {"better", "not_better", "too_few_labels"}
         assert (tmp_path / "shadow" / "shadow_flips.png").exists()
         queue = [json.loads(line) for line in (tmp_path / "shadow" / "label_queue.jsonl").read_text().splitlines()]
         assert {q["post_id"] for q in queue} == set(shadow["flipped"]) - {r.key for r in labels}  # unlabelled flips

@@ -1,5 +1,6 @@
-"""Labelled posts of a platform the default model never saw: the learning loop's "new platform"
-(``python -m modstream.harness.trial``, tests/integration/test_retrain.py).
+"""Labelled posts of platforms the default model never saw: the learning loop's "new platform"
+(``python -m modstream.harness.trial``, tests/integration/test_retrain.py). :data:`PLATFORMS`
+names them for the trial's ``--platform``.
 
 ``training/data/platforms/instagram_comments.csv``: 3,444 Instagram comments under the posts of 37
 finance and crypto accounts, 2020-06 to 2023-03, each labelled scam (1) or real (0) by the ScamSpot
@@ -12,13 +13,23 @@ carry milliseconds since 2011-08-24 above bit 23); rows are in that order, ties 
 The labels are that project's and noisy: its preparation labelled every comment with an emoji
 "real". No default model trains on this file (training/corpora/posts.py does not read it), so the default
 bundle meets it zero-shot, as it would a new platform's posts.
+
+``training/platforms/telegram_ru.csv``: 594 posts of Russian-language Telegram chats, 173 spam,
+every sample of umputun/tg-spam's ``data/ham-samples.txt`` and ``data/spam-samples.txt`` (MIT,
+``training/platforms/LICENSE.tg-spam``) over that repository's history to e14d516 (2026-08-20),
+whitespace collapsed, kept where Cyrillic letters outnumber Latin ones; no text is in both files.
+Those files are the samples the bot's maintainers labelled in their own chats. They carry no post
+times, so the rows are in a fixed shuffle (seed 20231205): the trial's "next week" on this platform is a random
+slice, not a later one. ``added_at`` is the commit that added a sample. The file sits outside
+training/data because every file there is hashed into the default text model's cache key, and no
+default model reads this one.
 """
 
 from __future__ import annotations
 
 import csv
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +37,7 @@ from pathlib import Path
 from schemas import JourneyStep, PostEvent
 
 INSTAGRAM = Path(__file__).parents[1] / "data" / "platforms" / "instagram_comments.csv"
+TELEGRAM_RU = Path(__file__).parents[1] / "platforms" / "telegram_ru.csv"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,18 @@ def instagram_comments(path: Path = INSTAGRAM) -> list[LabelledPost]:
             LabelledPost(datetime.fromisoformat(row["posted_at"]), row["text"], row["label"] == "1")
             for row in csv.DictReader(f)
         ]
+
+
+def telegram_ru(path: Path = TELEGRAM_RU) -> list[LabelledPost]:
+    """The Russian chat posts in the file's (shuffled) order."""
+    with path.open(encoding="utf-8", newline="") as f:
+        return [
+            LabelledPost(datetime.fromisoformat(row["added_at"]), row["text"], row["label"] == "1")
+            for row in csv.DictReader(f)
+        ]
+
+
+PLATFORMS: dict[str, Callable[[], list[LabelledPost]]] = {"instagram": instagram_comments, "telegram-ru": telegram_ru}
 
 
 def weeks(posts: Sequence[LabelledPost], history: int, next_week: int) -> tuple[list[LabelledPost], list[LabelledPost]]:

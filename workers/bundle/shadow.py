@@ -166,6 +166,7 @@ class Shadow:
                 ngram_probs,
                 self.campaign_action,
                 batch.languages,
+                withheld=self.model.trust.withheld([p.text for p in posts]),  # the challenger's own trust
             )
         except Exception as exc:
             SHADOW_FAILURES.labels("decide").inc(len(posts))

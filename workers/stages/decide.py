@@ -37,6 +37,7 @@ from workers.state.features import (
     assemble,
     check_contract,
 )
+from workers.text.trust import TRUST_EVERYWHERE, Trust
 
 STAGE = "decide"
 FIRST_STAGE = "first_stage"  # the stage's metric label, its stage score's key and its directory in a bundle
@@ -108,13 +109,19 @@ def path_tables(booster: lgb.Booster) -> tuple[FloatArray, npt.NDArray[np.int64]
 
 class DecisionModel:
     def __init__(
-        self, booster: lgb.Booster, thresholds: Thresholds, version: str, first: DecisionModel | None = None
+        self,
+        booster: lgb.Booster,
+        thresholds: Thresholds,
+        version: str,
+        first: DecisionModel | None = None,
+        trust: Trust = TRUST_EVERYWHERE,
     ) -> None:
         self.booster = booster
         self.thresholds = thresholds
         self.version = version
         # The cascade's first stage, deciding without the transformer; its "review" is "not sure".
         self.first = first
+        self.trust = trust  # the languages it decides without the transformer's score
         self._table, self._offsets, self.bias = path_tables(booster)
 
     @classmethod
@@ -124,7 +131,13 @@ class DecisionModel:
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
         check_directions(booster, directory)
         first = directory / FIRST_STAGE
-        return cls(booster, card.thresholds, card.version, cls.load(first) if (first / CARD_FILE).exists() else None)
+        return cls(
+            booster,
+            card.thresholds,
+            card.version,
+            cls.load(first) if (first / CARD_FILE).exists() else None,
+            Trust.load(directory),
+        )
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(spam probability, per-feature contributions to the raw score) for a batch."""
@@ -228,6 +241,9 @@ def judge(
     * What the sender controls (the client-reported journey) may lower a spam score, but never to
       allow a post that its text calls spam more likely than not.
     * Reports alone never block: a post that only users' reports lift into block is sent to review.
+    * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
+      on its other signals alone: it goes to review. Its link is what can be judged without the
+      language; the account's and the journey's pull toward allow were learned beside a text score.
     """
     t = model.thresholds
     decision, reasons = t.classify(prob), top_reasons(row, contrib)
@@ -266,6 +282,15 @@ def judge(
                     f"cannot allow it: {capped}",
                 )
             )
+    if seen == "allow" and row[_URLS] > 0 and np.isnan(row[list(_TEXT_SCORES)]).all():
+        seen = "review"
+        notes.append(
+            Reason.of(
+                "text_language",
+                f"no text model read it and it carries {_value(row, _URLS)} link(s): review, "
+                "not allowed on its other signals alone",
+            )
+        )
     if seen == "block":
         reported = np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
         if reported.any() and _decision(t, raw - float(reported.sum())) != "block":
@@ -294,7 +319,7 @@ REPORT_MASK = np.array([f.endswith("_reports") for f in FEATURES])
 ESTABLISHED_DAYS = 7  # days the stream saw a domain on, in 30
 ESTABLISHED_AGE_DAYS = 365  # the platform's domain profile: known this long
 _TEXT_SCORES = (FEATURES.index("text_spam_prob"), FEATURES.index("text_ngram_spam_prob"))
-_COPIES, _JOURNEY, _SHARERS, _STEPS, _DAYS, _AGE = (
+_COPIES, _JOURNEY, _SHARERS, _STEPS, _DAYS, _AGE, _URLS = (
     FEATURES.index(f)
     for f in (
         "campaign_domain_copies_1h",
@@ -303,6 +328,7 @@ _COPIES, _JOURNEY, _SHARERS, _STEPS, _DAYS, _AGE = (
         "journey_steps",
         "domain_days_30d",
         "domain_age_days",
+        "url_count",
     )
 )
 
@@ -314,19 +340,36 @@ class _Row:
     features: list[float]
     text_prob: float | None
     language: str | None  # a language the text model cannot judge: its scores were withheld
+    withheld: str | None  # a language whose transformer score the decision model does not read (Trust)
 
 
 def _row(
-    at: int, post: Post, profile: Profile, text_prob: float | None, ngram_prob: float | None, language: str | None
+    at: int,
+    post: Post,
+    profile: Profile,
+    text_prob: float | None,
+    ngram_prob: float | None,
+    language: str | None,
+    withheld: str | None,
 ) -> _Row:
     if language is not None:  # never decided on text that the text model cannot read
         text_prob = ngram_prob = None
-    return _Row(at, post, assemble(facts_of(post), profile, text_prob, ngram_prob), text_prob, language)
+    if withheld is not None:
+        text_prob = None
+    return _Row(at, post, assemble(facts_of(post), profile, text_prob, ngram_prob), text_prob, language, withheld)
 
 
 def language_reason(language: str) -> Reason:
     return Reason.of(
         "text_language", f"written in {language!r}, which the text model was not trained on: decided without it"
+    )
+
+
+def withheld_reason(language: str) -> Reason:
+    return Reason.of(
+        "text_language",
+        f"written in {language!r}, where the n-gram model read this platform's labels better than the "
+        "transformer: decided without the transformer's score",
     )
 
 
@@ -346,9 +389,19 @@ def _rows(
     text_probs: Sequence[float | None],
     ngram_probs: Sequence[float | None] | None,
     languages: Sequence[str | None] | None,
+    withheld: Sequence[str | None] | None = None,
 ) -> tuple[list[_Row], list[Failure]]:
     none = [None] * len(posts)
-    items = zip(range(len(posts)), posts, profiles, text_probs, ngram_probs or none, languages or none, strict=True)
+    items = zip(
+        range(len(posts)),
+        posts,
+        profiles,
+        text_probs,
+        ngram_probs or none,
+        languages or none,
+        withheld or none,
+        strict=True,
+    )
     return each(STAGE, items, lambda x: x[1].msg, lambda x: _row(*x))
 
 
@@ -377,6 +430,8 @@ def _outcome(
     reasons = list(j.reasons)
     if (language := j.row.language) is not None:
         reasons.append(language_reason(language))
+    if (language := j.row.withheld) is not None:
+        reasons.append(withheld_reason(language))
     if unavailable:
         reasons.append(unavailable.reason)
     return verdict_for(
@@ -402,12 +457,14 @@ def decide(
     campaign_action: CampaignAction = DEFAULT_CAMPAIGN_ACTION,
     languages: Sequence[str | None] | None = None,
     audit_only: frozenset[InMsg] = frozenset(),
+    withheld: Sequence[str | None] | None = None,
 ) -> tuple[list[Outcome], list[Failure]]:
     """The verdicts, and the posts this step failed on. ``languages``: per post, a language the text
-    model cannot judge (workers/text/language.py), whose text scores are then left out, or None.
+    model cannot judge (workers/text/language.py), whose text scores are then left out, or None;
+    ``withheld``: per post, a language whose transformer score ``model`` does not read (Trust), or None.
     ``audit_only``: posts decided to audit the first stage's verdicts, which stand: a rule that
     moves one of these is not counted as moving a verdict."""
-    rows, failures = _rows(posts, profiles, text_probs, ngram_probs, languages)
+    rows, failures = _rows(posts, profiles, text_probs, ngram_probs, languages, withheld)
     judged, unjudged = _judge_rows(rows, model, campaign_action)
 
     def verdict(j: _Judged) -> Outcome:

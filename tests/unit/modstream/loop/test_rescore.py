@@ -233,3 +233,28 @@ async def test_a_retrain_rescores_in_process_as_the_serving_onnx_path_scores(tin
     assert out.no_post_event == 0 and len(out.verdicts) == 3
     expected = onnx_spam_scores(tiny_model_dir, [posts[v.post_id].text for v in out.verdicts])
     assert [values(v)[TEXT] for v in out.verdicts] == pytest.approx(expected.tolist(), abs=1e-5)
+
+
+async def test_rescoring_for_a_bundle_that_withholds_a_language_withholds_its_transformer_score(
+    encoder: TextEncoder,
+) -> None:
+    """As the worker serves such a bundle: the Russian post's transformer score is missing, its n-gram
+    score kept; the English post beside it, the twin, keeps both."""
+    from workers.text.trust import Trust
+
+    batch = msgs(
+        event("ru", "Подработка для всех, пишите в личку, оплата каждый день"),
+        event("en", "Just finished reading the release notes, the new version looks great"),
+    )
+    w = make_worker(encoder, batch)
+    w.ngram = ngram_model()
+    await w.handle(batch)
+    logged: dict[str, Verdict] = verdicts(w.sink)  # type: ignore[arg-type]
+    models = FakeTextModels(FakeTextModel(cheap_id(encoder), version="t2"))
+    local = LocalText("t2", encoder, ngram_model())
+    trust = Trust(ngram_only=frozenset({"ru"}))
+    out = await rescore(stale(logged.values(), "t2"), posts_by_id(batch), local, models, SHADOW, Settings(), trust)
+    got = {v.post_id: values(v) for v in out.verdicts}
+    assert got["ru"][TEXT] is None and got["ru"][NGRAM] is not None
+    assert got["en"][TEXT] is not None and got["en"][NGRAM] is not None
+    assert "text" not in {v.post_id: v for v in out.verdicts}["ru"].stage_scores

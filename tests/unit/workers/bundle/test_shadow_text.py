@@ -169,3 +169,25 @@ async def test_a_challenger_with_the_served_text_model_reads_the_champions_score
     for pid, v in champion.items():
         assert shadow[pid]["stage_scores"]["text"] == v.stage_scores["text"]
         assert shadow[pid]["model_versions"]["text"] == "fake-1"
+
+
+async def test_a_challenger_that_withholds_a_language_decides_it_without_the_transformer(encoder: TextEncoder) -> None:
+    """The champion reads every score; the challenger's bundle withholds the transformer's in Russian:
+    its verdict on the Russian post has no text score, its English one (the twin) keeps it."""
+    from workers.stages.decide import DecisionModel
+    from workers.text.trust import Trust
+
+    batch = msgs(
+        event("ru", "Подработка для всех, пишите в личку, оплата каждый день"),
+        event("en", "Just finished reading the release notes, the new version looks great"),
+    )
+    w, shadow_sink = shadowed(encoder, batch, None)
+    assert w.shadow is not None
+    m = w.shadow.model
+    w.shadow.model = DecisionModel(m.booster, m.thresholds, m.version, trust=Trust(ngram_only=frozenset({"ru"})))
+    await w.handle(batch)
+    await w.shadow.drain()
+    champion, shadow = verdicts(w.sink), shadow_verdicts(shadow_sink)  # type: ignore[arg-type]
+    assert "text" in champion["ru"].stage_scores and "text" not in shadow["ru"]["stage_scores"]
+    assert "text" in shadow["en"]["stage_scores"]
+    assert shadow["ru"]["reasons"][-1]["code"] == "text_language"

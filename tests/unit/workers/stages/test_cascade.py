@@ -28,6 +28,7 @@ from workers.stages.validate import validate
 from workers.state.features import FEATURES, MONOTONE, Profile
 from workers.state.keyspace import Keyspace
 from workers.text.encoder import TextEncoder
+from workers.text.trust import Trust
 
 KS = Keyspace("t:")
 CHARS = FEATURES.index("text_chars")
@@ -196,3 +197,23 @@ def test_a_rule_moving_an_audit_only_decision_is_not_counted_as_moving_a_verdict
     )
     assert [o.verdict.decision for o in out] == ["review", "review"]
     assert DECISION_RULES.labels("reports_only")._value.get() == before + 1  # the published one only
+
+
+async def test_a_language_whose_transformer_score_the_bundle_withholds_is_not_sent_to_triton(
+    encoder: TextEncoder,
+) -> None:
+    """A Russian post goes to the full model without the transformer; the English one beside it,
+    the benign twin, is scored and read as before."""
+    model = FakeTextModel(encoder.tokenize(["cheap"])[0][1])
+    ru = "Подработка для всех, пишите в личку, оплата каждый день, сорок символов"
+    en = "a post of forty-odd characters, say about it"
+    w = _worker(encoder, [ru, en], model)
+    full = tiny_decision_model()
+    w.decision = DecisionModel(full.booster, full.thresholds, full.version, trust=Trust(ngram_only=frozenset({"ru"})))
+    await w.handle(w.source.poll_batch(10, 0))
+    out = _verdicts(w)
+    assert sum(shape[0] for shape in model.batches) == 1
+    assert "text" not in out["p0"].stage_scores and "text" in out["p1"].stage_scores
+    assert out["p0"].features is not None and out["p0"].features.values[FEATURES.index("text_spam_prob")] is None
+    assert [r.code for r in out["p0"].reasons][-1] == "text_language" and not out["p0"].degraded
+    assert all(r.code != "text_language" for r in out["p1"].reasons)

@@ -320,3 +320,31 @@ def test_copies_weigh_half_on_a_domain_with_a_history(history: str | None, value
     if history is not None:
         row[FEATURES.index(history)] = value
     assert coordination(row) == expected
+
+
+@pytest.mark.parametrize(
+    ("links", "text", "ngram", "expected"),
+    [
+        (1.0, None, None, "review"),  # no text model read it (a language none reads), with a link
+        (0.0, None, None, "allow"),  # the twin: a greeting in that language, no link
+        (1.0, 0.1, 0.1, "allow"),  # the twin: an English share of a link, read and ordinary
+        (1.0, None, 0.1, "allow"),  # the twin: read by the n-gram model alone (first stage, withheld transformer)
+    ],
+)
+def test_a_link_no_text_model_read_is_not_allowed_on_the_other_signals_alone(
+    links: float, text: float | None, ngram: float | None, expected: str
+) -> None:
+    """A new platform's first day in a language the bundle cannot read: the journey and the account
+    pull toward allow as they learned to beside a text score; a link is what can be judged without
+    the language, so it goes to review, and everything else keeps the model's decision."""
+    model = tiny_decision_model()
+    model.bias = -3.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("url_count")] = links
+    row[FEATURES.index("text_spam_prob")] = np.nan if text is None else text
+    row[FEATURES.index("text_ngram_spam_prob")] = np.nan if ngram is None else ngram
+    for name in ("journey_total_ms", "journey_min_gap_ms"):
+        row[FEATURES.index(name)], contrib[FEATURES.index(name)] = 4000.0, -1.0
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "allow" and decision == expected
+    assert (reasons[0].code == "text_language") == (expected == "review")
