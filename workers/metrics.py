@@ -29,7 +29,7 @@ DEGRADED = Counter("modstream_degraded_total", "Verdicts decided without a depen
 DECISION_RULES = Counter(
     "modstream_decision_rules_total",
     "Verdicts a rule of the decide stage moved from the model's own decision, by the rule's reason code "
-    "(campaign, sender_signals, reports_only, text_language)",
+    "(campaign, sender_signals, text_model, reports_only, text_language)",
     ["rule"],
 )
 CASCADE_POSTS = Counter(

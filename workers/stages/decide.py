@@ -226,6 +226,14 @@ def text_score(row: FloatArray) -> float:
     return 0.0
 
 
+def _spam_reading(row: FloatArray) -> int | None:
+    """The text score (its feature index) that calls the post spam more likely than not, or None."""
+    for i in _TEXT_SCORES:
+        if row[i] >= SPAM_TEXT:  # NaN compares false: a score withheld reads nothing
+            return i
+    return None
+
+
 def judge(
     model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, campaign_action: CampaignAction
 ) -> tuple[Decision, list[Reason]]:
@@ -240,6 +248,9 @@ def judge(
       its first reason naming the signal.
     * What the sender controls (the client-reported journey) may lower a spam score, but never to
       allow a post that its text calls spam more likely than not.
+    * Nothing else allows such a post either: where a text model (the transformer or the n-gram
+      model) calls it spam more likely than not and the other signals pull it into allow, the two
+      disagree, and a person decides: review.
     * Reports alone never block: a post that only users' reports lift into block is sent to review.
     * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
       on its other signals alone: it goes to review. Its link is what can be judged without the
@@ -282,6 +293,15 @@ def judge(
                     f"cannot allow it: {capped}",
                 )
             )
+    if seen == "allow" and (spam := _spam_reading(row)) is not None:
+        seen = "review"
+        notes.append(
+            Reason.of(
+                "text_model",
+                f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam more likely than not; "
+                "the other signals may lower its score, not allow it: review",
+            )
+        )
     if seen == "allow" and row[_URLS] > 0 and np.isnan(row[list(_TEXT_SCORES)]).all():
         seen = "review"
         notes.append(

@@ -348,3 +348,27 @@ def test_a_link_no_text_model_read_is_not_allowed_on_the_other_signals_alone(
     model_says, (decision, reasons) = _judged(model, row, contrib)
     assert model_says == "allow" and decision == expected
     assert (reasons[0].code == "text_language") == (expected == "review")
+
+
+@pytest.mark.parametrize(
+    ("text", "ngram", "expected"),
+    [
+        (0.9, 0.1, "review"),  # the transformer reads spam, the n-gram model and the account say ham
+        (0.1, 0.7, "review"),  # the other way round
+        (None, 0.7, "review"),  # the first stage's row: the n-gram model alone reads spam
+        (0.3, 0.2, "allow"),  # the twin: both read ham, the same account allows it
+        (None, 0.2, "allow"),
+    ],
+)
+def test_no_signal_allows_a_post_a_text_model_reads_as_spam(text: float | None, ngram: float, expected: str) -> None:
+    """An old account's reputation may lower the score of a text that reads as spam, never to an
+    allow without a person; an ordinary text from the same account stays allowed."""
+    model = tiny_decision_model()
+    model.bias = -1.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("text_spam_prob")] = np.nan if text is None else text
+    row[FEATURES.index("text_ngram_spam_prob")] = ngram
+    row[FEATURES.index("user_age_days")], contrib[FEATURES.index("user_age_days")] = 2000.0, -3.0
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "allow" and decision == expected
+    assert (reasons[0].code == "text_model") == (expected == "review")
