@@ -5,8 +5,8 @@
    text models for the earlier posts (modstream/loop/retrain_text.py says why);
 3. rescore and decide: every labelled row's two text features scored again in process, the
    held-out posts by the new text model, the earlier ones by the model that did not see them;
-   per language, the transformer's score kept only where it reads the earlier rows about as well as
-   the n-gram model (modstream/loop/languages.py); then the decision model trained on the rescored rows;
+   per language, the transformer's score kept unless the decision model reads that language's earlier
+   rows better without it (modstream/loop/languages.py); then the decision model trained on the rescored rows;
 4. gate: challenger (rescored rows) against champion (rows as logged) on the latest posts;
 5. report: ``report.json`` and ``report.png``.
 

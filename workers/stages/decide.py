@@ -302,7 +302,7 @@ def judge(
                 "the other signals may lower its score, not allow it: review",
             )
         )
-    if seen == "allow" and row[_URLS] > 0 and np.isnan(row[list(_TEXT_SCORES)]).all():
+    if seen == "allow" and row[_URLS] > 0 and np.isnan(row[TEXT_MASK]).all():
         seen = "review"
         notes.append(
             Reason.of(
