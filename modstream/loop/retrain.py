@@ -110,9 +110,12 @@ def retrain(
     progress(f"3/5 languages: {trust_line(trust)}")
     rescored = withhold(rescored, found, trust)
     progress(f"3/5 decide: the decision model on {len(rescored.y)} rescored rows, thresholds out of fold")
-    decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout)
-    trust.save(out / "decision")
+    decided = decide(rescored, logged.x, champion, out, options.gate, trained.card.version, options.holdout, trust)
     lap("decide")
+    reading = decided.trust.spam_reading
+    never = "never: where the two disagree, the labels side with the other signals"
+    held = never if reading is None else f"from {reading:.2f}"
+    progress(f"3/5 decide: a text model's spam reading keeps a post out of allow {held}")
     doubted = {label: len(ids) for label, ids in decided.recheck.items()}
     if any(doubted.values()):
         progress(
@@ -133,7 +136,7 @@ def retrain(
             "best_val_f1": trained.val_f1,
             "held_out": (trained.card.metrics or {}).get(precision, {}).get("test"),
             "fused_held_out": (trained.card.fusion or {}).get("metrics", {}).get("test"),
-            "languages": trust.model_dump(mode="json"),
+            "languages": decided.trust.model_dump(mode="json"),
         },
         "decision": decided.as_dict(),
         "better": decided.judgement.better,

@@ -11,8 +11,10 @@ a block cut. They aim at the gate's limits (the product's, where the gate was
 loosened): block where precision meets the limit and no more than its share of ham is blocked, then
 raised until the gate's bounds hold on those labels; the review band narrowed, from below, to the
 gate's review ceiling less its sampling margin (a model that defers whatever it is unsure of to
-people is no model). The model that ships is trained on all of those rows for the folds' median
-number of rounds.
+people is no model), counting first the posts that the worker's rules never allow (a text model
+reads them as spam, from the reading :func:`spam_reading` chooses on these labels). The gate
+judges the decisions the worker would serve, those rules included. The model that ships is trained
+on all of those rows for the folds' median number of rounds.
 
 The report names the rows whose label the out-of-fold model contradicts with confidence (confident
 learning), for moderators to check again: on a new platform's first labels they are mostly scams
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import lightgbm as lgb
 import numpy as np
@@ -54,8 +56,9 @@ from training.decision_model import (
     without_transformer,
 )
 from workers.model_cards import Thresholds
-from workers.stages.decide import FIRST_STAGE, DecisionModel
-from workers.state.features import FEATURES, MONOTONE
+from workers.stages.decide import FIRST_STAGE, DecisionModel, never_allowed
+from workers.state.features import FEATURES, INDEX, MONOTONE
+from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
 FOLDS = 5
@@ -63,6 +66,7 @@ TARGETS = Gate()  # the product's limits, which the thresholds aim at
 MIN_SPAM = MIN_HAM = 5  # per fold and in the gate's slice: fewer cannot fit or measure anything
 
 FloatArray = npt.NDArray[np.float64]
+TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
 
 
 def holdout_split(n: int, share: float = HOLDOUT) -> tuple[slice, slice]:
@@ -88,11 +92,14 @@ def review_budget(ceiling: float, n: int, confidence: float) -> float:
     return max(0.0, ceiling - z * math.sqrt(ceiling * (1 - ceiling) / max(n, 1)))
 
 
-def cap_review(th: Thresholds, p: FloatArray, budget: float) -> Thresholds:
+def cap_review(th: Thresholds, p: FloatArray, budget: float, held: npt.NDArray[np.bool_]) -> Thresholds:
     """``th`` with ``allow`` raised until at most ``budget`` of the scores ``p`` fall in review
-    (the highest below ``block`` stay there); ``block``, which keeps ham from being blocked, stays."""
-    review = np.sort(p[(p >= th.allow) & (p < th.block)])
-    keep = int(budget * len(p))
+    (the highest below ``block`` stay there); ``block``, which keeps ham from being blocked, stays.
+    The rows ``held`` out of allow by a rule (:func:`workers.stages.decide.never_allowed`) are
+    reviewed below ``block`` whatever ``allow`` is: they spend the budget first."""
+    below = p < th.block
+    review = np.sort(p[(p >= th.allow) & below & ~held])
+    keep = max(0, int(budget * len(p)) - int((held & below).sum()))
     if len(review) <= keep:
         return th
     return Thresholds(block=th.block, allow=float(review[len(review) - keep]) if keep else th.block)
@@ -139,15 +146,17 @@ class CutPolicy:
     max_ham_blocked: float = 1.0
     proof: Gate | None = None
 
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds:
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
         th = choose_thresholds(y, p, self.block_precision, max_ham_blocked=self.max_ham_blocked)
         if self.proof is not None:
             th = provable(th, y, p, self.proof)
-        return cap_review(th, p, self.review_budget)
+        return cap_review(th, p, self.review_budget, held)
 
 
 class Policy(Protocol):
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds: ...
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
+        """Cuts for the scores ``p`` of rows labelled ``y``, of which a rule never allows ``held``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,8 @@ class Agreeing:
     within: Thresholds  # the full model's own cuts
     agree: Agreement = FIRST_STAGE_AGREEMENT
 
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray) -> Thresholds:
+    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
+        # A post a rule moves out of the first stage's allow is left for the full model (is_sure).
         return agreeing_cuts(p, self.full, self.agree, self.within, y)
 
 
@@ -169,13 +179,28 @@ def decisions_at(p: FloatArray, cut: Cut) -> list[str]:
     return decided
 
 
-def cascaded(p: FloatArray, cut: Cut, p1: FloatArray | None, cut1: Thresholds | None) -> tuple[FloatArray, RowCuts]:
+class Held(NamedTuple):
+    """Per row, whether a rule never allows it (:func:`never_allowed`): as the full model reads the
+    row, and as the first stage does (without the transformer's score)."""
+
+    full: npt.NDArray[np.bool_]
+    first: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, x: FloatArray, spam_reading: float) -> Held:
+        return cls(never_allowed(x, spam_reading), never_allowed(without_transformer(x), spam_reading))
+
+
+def cascaded(
+    p: FloatArray, cut: Cut, p1: FloatArray | None, cut1: Thresholds | None, held: Held
+) -> tuple[FloatArray, RowCuts]:
     """Per row, what the worker's cascade serves: the first stage's score and cuts where it is sure
-    (allow or block), else the full model's."""
-    block, allow = np.broadcast_to(cut.block, p.shape), np.broadcast_to(cut.allow, p.shape)
+    (allow or block, and no rule moved its allow), else the full model's; a row ``held`` out of allow
+    gets an allow cut no score is under, so the gate counts the review the worker sends it to."""
+    block, allow = np.broadcast_to(cut.block, p.shape), np.where(held.full, 0.0, cut.allow)
     if p1 is None or cut1 is None:
         return p, RowCuts(block, allow)
-    sure = ~unsure(p1, cut1)
+    sure = ~unsure(p1, cut1) & ~((p1 < cut1.allow) & held.first)
     return np.where(sure, p1, p), RowCuts(np.where(sure, cut1.block, block), np.where(sure, cut1.allow, allow))
 
 
@@ -183,17 +208,42 @@ def served(model: DecisionModel, x: FloatArray) -> tuple[FloatArray, RowCuts]:
     """``model``'s scores and cuts on ``x`` as the worker's cascade decides (its first stage, if any)."""
     first = model.first
     p1 = None if first is None else first.predict(without_transformer(x))[0]
-    return cascaded(model.predict(x)[0], model.thresholds, p1, None if first is None else first.thresholds)
+    held = Held.of(x, model.trust.reads_spam_from)
+    return cascaded(model.predict(x)[0], model.thresholds, p1, None if first is None else first.thresholds, held)
 
 
-def fold_cuts(y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, folds: int = FOLDS) -> RowCuts:
+def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut, budget: float) -> float | None:
+    """From what text score the worker's ``text_model`` rule holds a post out of allow on this
+    platform, for the decision scores ``p`` at cuts ``th``. A calibrated score of 0.5 reads spam more
+    likely than not (SPAM_READING), and the rule then sends to review the posts the decision model
+    would allow. It is raised, to the lowest reading that meets both, where:
+
+    * the posts it reads as spam that are not blocked would not fit ``budget`` (a share of the
+      posts) in review: the surest readings keep their place, and the band has what they leave;
+    * the allowed posts read at least that surely are, by their labels, mostly ham: the other
+      signals are the ones right where the two disagree (a weak text model beside strong reports).
+
+    None (never) where no reading meets both."""
+    reading = np.fmax(x[:, TEXT], x[:, NGRAM])  # the surer of the two; NaN where neither read it
+    unblocked, allowed = p < th.block, p < th.allow
+    read = unblocked & (reading >= SPAM_READING)
+    for i, at in enumerate(np.unique(reading[read])):
+        moved = allowed & (reading >= at)
+        if (read & (reading >= at)).sum() <= budget * len(p) and (not moved.any() or y[moved].mean() >= 0.5):
+            return SPAM_READING if i == 0 else float(at)
+    return None if (allowed & read).any() else SPAM_READING
+
+
+def fold_cuts(
+    y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, held: npt.NDArray[np.bool_], folds: int = FOLDS
+) -> RowCuts:
     """Each fold's cuts for its own rows, placed as :func:`fit_oof` places the shipped model's, on the
     other folds' out-of-fold scores only: a row's decision never rests on a cut its own label moved."""
     block, allow = np.empty(len(y)), np.empty(len(y))
     for part in folds_of(len(y), folds):
         rest = np.ones(len(y), dtype=bool)
         rest[part] = False
-        th = policy.place(y[rest], oof[rest])
+        th = policy.place(y[rest], oof[rest], held[rest])
         block[part], allow[part] = th.block, th.allow
     return RowCuts(block, allow)
 
@@ -211,15 +261,20 @@ def out_of_fold(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> t
     return oof, rounds
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
-    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
-    (returned beside it)."""
-    oof, rounds = out_of_fold(x, y, folds)
+def fit_all(x: FloatArray, y: npt.NDArray[np.int_], rounds: list[int], thresholds: Thresholds) -> Fitted:
+    """The model on all rows, for the fold models' median number of rounds, at ``thresholds``."""
     params = PARAMS | {"monotone_constraints": list(MONOTONE)}  # as training.decision_model.fit
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
-    return Fitted(booster, policy.place(y, oof)), oof
+    return Fitted(booster, thresholds)
+
+
+def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
+    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
+    (returned beside it), no row held out of allow by a rule."""
+    oof, rounds = out_of_fold(x, y, folds)
+    return fit_all(x, y, rounds, policy.place(y, oof, np.zeros(len(y), dtype=bool))), oof
 
 
 @dataclass(frozen=True)
@@ -238,6 +293,7 @@ class Decided:
     latest: dict[str, Side]  # both on the latest slice alone: the drift check's
     judgement: Judgement
     curves: Curves
+    trust: Trust  # saved beside the model: its languages and its spam reading
 
     def as_dict(self) -> dict[str, Any]:
         j = self.judgement
@@ -247,6 +303,7 @@ class Decided:
             "split_times": self.split_times,
             "out_of_fold": self.oof.__dict__,
             "labels_to_recheck": self.recheck,
+            "spam_reading": self.trust.spam_reading,
             "challenger": self.challenger.as_dict(),
             "champion": self.champion.as_dict(),
             "won": self.won,
@@ -280,10 +337,11 @@ def decide(
     gate: Gate,
     text_version: str,
     holdout: float = HOLDOUT,
+    trust: Trust = TRUST_EVERYWHERE,
 ) -> Decided:
-    """Train on ``data``'s earlier rows, save to ``out/decision`` and judge both models on every row:
-    the challenger on ``data.x`` (out of fold, the latest slice by the saved model), the champion on
-    ``champion_x`` (the rows as logged)."""
+    """Train on ``data``'s earlier rows, save to ``out/decision`` with ``trust`` (and the spam reading
+    chosen here) and judge both models on every row: the challenger on ``data.x`` (out of fold, the
+    latest slice by the saved model), the champion on ``champion_x`` (the rows as logged)."""
     early, late = holdout_split(len(data.y), holdout)
     _check("gate's latest slice", data.y[late])
     p_old, old_cuts = served(champion, champion_x)  # the champion's decisions as its cascade logged them
@@ -302,8 +360,14 @@ def decide(
         proof=gate,
     )
     x_early, y_early = data.x[early], data.y[early]
-    fitted, oof = fit_oof(x_early, y_early, policy)
-    cuts = fold_cuts(y_early, oof, policy)
+    oof, rounds = out_of_fold(x_early, y_early)
+    # Chosen once, at the folds' cuts, on every earlier row (the gate's evidence too): it moves posts
+    # between allow and review only, so no bound on what is blocked rests on it.
+    unheld = fold_cuts(y_early, oof, policy, np.zeros(len(y_early), dtype=bool))
+    trust = trust.model_copy(update={"spam_reading": spam_reading(y_early, x_early, oof, unheld, budget)})
+    held = Held.of(data.x, trust.reads_spam_from)
+    fitted = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, held.full[early]))
+    cuts = fold_cuts(y_early, oof, policy, held.full[early])
     doubted = doubted_labels(y_early, oof)
     # The cascade's first stage, its cuts where it agrees with the full model out of fold.
     first, oof1 = fit_oof(without_transformer(x_early), y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
@@ -312,7 +376,7 @@ def decide(
     n_late = late.stop - late.start
     every = RowCuts(np.r_[cuts.block, np.full(n_late, fitted.thresholds.block)],
                     np.r_[cuts.allow, np.full(n_late, fitted.thresholds.allow)])  # fmt: skip
-    p_new, new_cuts = cascaded(np.r_[oof, p_late], every, np.r_[oof1, p1_late], first.thresholds)
+    p_new, new_cuts = cascaded(np.r_[oof, p_late], every, np.r_[oof1, p1_late], first.thresholds, held)
     challenger, champion_side, won, lost = paired(data.y, (p_new, new_cuts), (p_old, old_cuts))
     latest, latest_served, _, _ = paired(
         data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))
@@ -337,6 +401,7 @@ def decide(
     def start(s: slice) -> str:
         return datetime.fromtimestamp(float(data.times[s.start]), UTC).isoformat()
 
+    trust.save(out / "decision")
     return Decided(
         version=card.version,
         rows=rows,
@@ -353,6 +418,7 @@ def decide(
         latest={"challenger": latest, "champion": latest_served},
         judgement=gate.judge(challenger, champion_side, won, lost, latest=latest),
         curves=Curves(data.y, p_new, p_old),
+        trust=trust,
     )
 
 

@@ -37,7 +37,7 @@ from workers.state.features import (
     assemble,
     check_contract,
 )
-from workers.text.trust import TRUST_EVERYWHERE, Trust
+from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 
 STAGE = "decide"
 FIRST_STAGE = "first_stage"  # the stage's metric label, its stage score's key and its directory in a bundle
@@ -125,18 +125,20 @@ class DecisionModel:
         self._table, self._offsets, self.bias = path_tables(booster)
 
     @classmethod
-    def load(cls, directory: Path) -> DecisionModel:
+    def load(cls, directory: Path, trust: Trust | None = None) -> DecisionModel:
+        """The model in ``directory``, with its trust file's (``trust``: its full model's, for a first stage)."""
         card = DecisionModelCard.load(directory)
         check_contract(card.features, card.feature_version)
         booster = lgb.Booster(model_file=str(directory / "model.txt"))
         check_directions(booster, directory)
+        trust = Trust.load(directory) if trust is None else trust
         first = directory / FIRST_STAGE
         return cls(
             booster,
             card.thresholds,
             card.version,
-            cls.load(first) if (first / CARD_FILE).exists() else None,
-            Trust.load(directory),
+            cls.load(first, trust) if (first / CARD_FILE).exists() else None,
+            trust,
         )
 
     def predict(self, rows: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -226,12 +228,36 @@ def text_score(row: FloatArray) -> float:
     return 0.0
 
 
-def _spam_reading(row: FloatArray) -> int | None:
-    """The text score (its feature index) that calls the post spam more likely than not, or None."""
+def _spam_reading(row: FloatArray, at: float) -> int | None:
+    """The text score (its feature index) at or above ``at``, or None."""
     for i in _TEXT_SCORES:
-        if row[i] >= SPAM_TEXT:  # NaN compares false: a score withheld reads nothing
+        if row[i] >= at:  # NaN compares false: a score withheld reads nothing
             return i
     return None
+
+
+def _held(row: FloatArray, spam_reading: float) -> Reason | None:
+    """Why a rule that reads the row alone never allows it (:func:`judge`), or None."""
+    if (spam := _spam_reading(row, spam_reading)) is not None:
+        return Reason.of(
+            "text_model",
+            f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam (from {spam_reading:.2f} on this platform); "
+            "the other signals may lower its score, not allow it: review",
+        )
+    if row[_URLS] > 0 and np.isnan(row[TEXT_MASK]).all():
+        return Reason.of(
+            "text_language",
+            f"no text model read it and it carries {_value(row, _URLS)} link(s): review, "
+            "not allowed on its other signals alone",
+        )
+    return None
+
+
+def never_allowed(x: FloatArray, spam_reading: float) -> npt.NDArray[np.bool_]:
+    """Per row, whether a rule that reads the row alone keeps it out of allow whatever its score
+    (a bundle's ``trust.reads_spam_from``): the loop places and judges its cuts on the decisions the
+    worker serves."""
+    return np.array([_held(row, spam_reading) is not None for row in x], dtype=bool)
 
 
 def judge(
@@ -250,7 +276,8 @@ def judge(
       allow a post that its text calls spam more likely than not.
     * Nothing else allows such a post either: where a text model (the transformer or the n-gram
       model) calls it spam more likely than not and the other signals pull it into allow, the two
-      disagree, and a person decides: review.
+      disagree, and a person decides: review. From what score is the bundle's (``trust``): a retrain
+      raises it where the platform's labels show the other signals right when the two disagree.
     * Reports alone never block: a post that only users' reports lift into block is sent to review.
     * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
       on its other signals alone: it goes to review. Its link is what can be judged without the
@@ -282,7 +309,7 @@ def judge(
                 f"({share:.0%} of its accounts) the pull of its text and journey toward allow is discounted",
             )
         )
-    if seen == "allow" and (text := text_score(row)) >= SPAM_TEXT:
+    if seen == "allow" and (text := text_score(row)) >= SPAM_READING:
         sender = float(np.minimum(contrib, 0.0)[SENDER_MASK].sum())
         if (capped := _decision(t, raw - sender)) != "allow":
             seen = capped
@@ -293,24 +320,9 @@ def judge(
                     f"cannot allow it: {capped}",
                 )
             )
-    if seen == "allow" and (spam := _spam_reading(row)) is not None:
+    if seen == "allow" and (held := _held(row, model.trust.reads_spam_from)) is not None:
         seen = "review"
-        notes.append(
-            Reason.of(
-                "text_model",
-                f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam more likely than not; "
-                "the other signals may lower its score, not allow it: review",
-            )
-        )
-    if seen == "allow" and row[_URLS] > 0 and np.isnan(row[TEXT_MASK]).all():
-        seen = "review"
-        notes.append(
-            Reason.of(
-                "text_language",
-                f"no text model read it and it carries {_value(row, _URLS)} link(s): review, "
-                "not allowed on its other signals alone",
-            )
-        )
+        notes.append(held)
     if seen == "block":
         reported = np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
         if reported.any() and _decision(t, raw - float(reported.sum())) != "block":
@@ -330,8 +342,6 @@ CAMPAIGN_MASK = np.array([f in CAMPAIGN for f in FEATURES])
 # the model's own decision. Half: most of the wave's accounts repeated one another.
 CAMPAIGN_SHARE = 0.5
 TEXT_MASK = np.array([f in ("text_spam_prob", "text_ngram_spam_prob") for f in FEATURES])
-# A text score at or above this calls the post spam more likely than not (the scores are calibrated).
-SPAM_TEXT = 0.5
 # What the sender's client reports about itself; a spammer's script can fake a human pace.
 SENDER_MASK = np.array([f.startswith("journey_") for f in FEATURES])
 # Users' reports; moderators' labels and bans are other features and rules.

@@ -6,10 +6,15 @@ where the decision model reads the labels better without it in the decision mode
 ``languages.json``; the worker then withholds the transformer's score for a post confidently in one
 of them (and does not ask Triton for it), so the decision model, trained alike, decides on the
 n-gram score and the stream's signals. A bundle without the file trusts the transformer everywhere.
+
+It also says from what text score a text model's spam reading keeps a post out of allow (the
+worker's ``text_model`` rule, workers/stages/decide.py): where the platform's labels show the
+stream's signals right when the two disagree, the retrain raises it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from workers.text.language import Languages
 
 TRUST_FILE = "languages.json"
+# A calibrated text score at or above this calls the post spam more likely than not.
+SPAM_READING = 0.5
 # A post's confident language, whatever a text model judges: none is inside an empty set.
 _ANY = Languages(frozenset())
 
@@ -41,6 +48,13 @@ class Trust(BaseModel):
 
     ngram_only: frozenset[str] = frozenset()  # languages whose transformer score is withheld
     evidence: dict[str, LanguageEvidence] = {}
+    # The text score from which a text model's spam reading keeps a post out of allow; None: never.
+    spam_reading: float | None = SPAM_READING
+
+    @property
+    def reads_spam_from(self) -> float:
+        """:attr:`spam_reading` as a cut no score reaches where it is None."""
+        return math.inf if self.spam_reading is None else self.spam_reading
 
     @classmethod
     def load(cls, directory: Path) -> Trust:

@@ -8,16 +8,19 @@ from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
+import numpy.typing as npt
 import pytest
 from typer.testing import CliRunner
 
 from modstream.cli import app
-from modstream.loop.gate import Gate, Outcome, paired, settled
+from modstream.loop.gate import Gate, Outcome, Side, paired, settled
 from modstream.loop.join import DatasetError, build, write_parquet
 from modstream.loop.retrain_decision import (
     CutPolicy,
+    Held,
     cap_review,
     cascaded,
+    decisions_at,
     doubted_labels,
     fit_oof,
     fold_cuts,
@@ -25,6 +28,7 @@ from modstream.loop.retrain_decision import (
     provable,
     retrain_decision,
     review_budget,
+    spam_reading,
 )
 from tests.unit.fakes import logged_verdict, tiny_decision_model, write_bundle
 from training.decision_model import PARAMS, choose_thresholds
@@ -36,6 +40,7 @@ from workers.state.features import FEATURES
 
 TEXT = FEATURES.index("text_spam_prob")
 USER_REPORTS = FEATURES.index("user_reports")
+NGRAM = FEATURES.index("text_ngram_spam_prob")
 
 
 def labelled_set(path: Path, n: int = 800, seed: int = 3, spam_share: float = 0.4, text_sd: float = 0.25) -> Path:
@@ -94,13 +99,39 @@ def test_the_retrained_bundle_has_a_first_stage_and_the_gate_judges_the_cascade(
     assert decided.challenger.n == 800
 
 
+def rows(text: list[float], ngram: list[float]) -> npt.NDArray[np.float64]:
+    """Feature rows with these text scores, no link and nothing else."""
+    x = np.zeros((len(text), len(FEATURES)))
+    x[:, TEXT], x[:, NGRAM] = text, ngram
+    return x
+
+
 def test_the_cascade_serves_the_first_stages_score_and_cuts_where_it_is_sure() -> None:
     p, p1 = np.array([0.9, 0.9, 0.1, 0.5]), np.array([0.01, 0.5, 0.99, 0.5])
-    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, Thresholds(block=0.95, allow=0.05))
+    x = rows([0.1, 0.9, 0.9, 0.3], [0.1, 0.1, 0.9, 0.3])
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, Thresholds(block=0.95, allow=0.05), Held.of(x, 0.5))
     assert score.tolist() == [0.01, 0.9, 0.99, 0.5]
-    assert cuts.block.tolist() == [0.95, 0.8, 0.95, 0.8] and cuts.allow.tolist() == [0.05, 0.2, 0.05, 0.2]
-    alone, same = cascaded(p, Thresholds(block=0.8, allow=0.2), None, None)
+    assert cuts.block.tolist() == [0.95, 0.8, 0.95, 0.8] and cuts.allow.tolist() == [0.05, 0.0, 0.05, 0.2]
+    alone, same = cascaded(p, Thresholds(block=0.8, allow=0.2), None, None, Held.of(x, 0.5))
     assert alone is p and same.block.tolist() == [0.8] * 4
+
+
+def test_the_gate_counts_the_review_that_a_text_models_spam_reading_sends_a_post_to() -> None:
+    """The worker never allows a post that a text model reads as spam (decide's ``text_model`` rule):
+    the cuts the gate judges send it to review, and the first stage's allow, which a rule moved,
+    leaves it for the full model. Its twins, read as ham by both text models, are allowed."""
+    p, p1 = np.full(4, 0.1), np.array([0.5, 0.5, 0.01, 0.01])
+    x = rows([0.9, 0.2, 0.9, 0.2], [0.2, 0.2, 0.2, 0.2])  # the transformer reads the first and third as spam
+    first = Thresholds(block=0.95, allow=0.05)
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, first, Held.of(x, 0.5))
+    decided = decisions_at(score, cuts)
+    # The first stage does not read the transformer: it allows the third, as the worker's first stage does.
+    assert decided == ["review", "allow", "allow", "allow"]
+    x[2, NGRAM] = 0.7  # the n-gram model, which the first stage reads, calls it spam: the full model decides
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, first, Held.of(x, 0.5))
+    assert decisions_at(score, cuts) == ["review", "allow", "review", "allow"]
+    y = np.array([1, 0, 1, 0])
+    assert Side.of(y, score, cuts).review == 2 and Side.of(y, score, cuts).ham_blocked == 0
 
 
 def test_the_split_is_by_time() -> None:
@@ -119,6 +150,9 @@ def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Pa
     assert decided.challenger.roc_auc > decided.champion.roc_auc and decided.judgement.better
     assert (out / "decision" / "model.txt").exists() and (out / "text" / "card.json").exists()
     assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
+    # Where a text score reads spam and the decision model allows, reports explain the labels here: the
+    # worker's rule holding such posts for review (22% of the posts, a ceiling of 10%) is turned off.
+    assert decided.trust.spam_reading is None and DecisionModel.load(out / "decision").trust == decided.trust
 
 
 def test_a_thousand_labels_at_half_spam_are_enough_for_the_default_gate(tmp_path: Path, serving: Path) -> None:
@@ -186,10 +220,11 @@ def test_each_folds_cuts_rest_on_the_other_folds_labels_only() -> None:
     y = (rng.random(1000) < 0.4).astype(int)
     oof = np.clip(rng.normal(np.where(y == 1, 0.7, 0.3), 0.2), 0, 1)
     policy = CutPolicy(review_budget=0.1, block_precision=0.95, max_ham_blocked=0.01, proof=Gate())
-    cuts = fold_cuts(y, oof, policy)
+    none = np.zeros(len(y), dtype=bool)
+    cuts = fold_cuts(y, oof, policy, none)
     flipped = y.copy()
     flipped[:200] = 1 - flipped[:200]  # the first fold's labels, all wrong
-    again = fold_cuts(flipped, oof, policy)
+    again = fold_cuts(flipped, oof, policy, none)
     assert (again.block[:200] == cuts.block[:200]).all() and (again.allow[:200] == cuts.allow[:200]).all()
     assert (again.block[200:] != cuts.block[200:]).any()  # the other folds' cuts read that fold
 
@@ -225,10 +260,49 @@ def test_labels_the_out_of_fold_model_contradicts_are_named_and_still_count() ->
 
 def test_the_review_band_is_narrowed_from_below_to_the_budget() -> None:
     p = np.linspace(0, 1, 101)[:-1]  # 100 scores, 0.00 to 0.99
-    th = cap_review(Thresholds(block=0.9, allow=0.1), p, budget=0.1)
+    none = np.zeros(100, dtype=bool)
+    th = cap_review(Thresholds(block=0.9, allow=0.1), p, 0.1, none)
     assert th == Thresholds(block=0.9, allow=0.8) and ((p >= th.allow) & (p < th.block)).sum() == 10
-    assert cap_review(Thresholds(block=0.9, allow=0.85), p, 0.1) == Thresholds(block=0.9, allow=0.85)
-    assert cap_review(Thresholds(block=0.9, allow=0.1), p, 0.0).allow == 0.9  # no review at all
+    assert cap_review(Thresholds(block=0.9, allow=0.85), p, 0.1, none) == Thresholds(block=0.9, allow=0.85)
+    assert cap_review(Thresholds(block=0.9, allow=0.1), p, 0.0, none).allow == 0.9  # no review at all
+
+
+def test_the_spam_reading_stays_where_the_text_is_right_and_rises_where_the_other_signals_are() -> None:
+    """Posts the decision model allows while a text model reads them as spam: on a platform where they
+    are mostly spam the rule holds from 0.5; where they are mostly ham (reports explain the labels,
+    the text barely does), it holds only where they are mostly spam, or never."""
+    x = rows([0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.3], [float("nan")] * 7)
+    p, th = np.full(7, 0.1), Thresholds(block=0.9, allow=0.5)  # the decision model allows all seven
+
+    def reading(*labels: int, budget: float = 1.0) -> float | None:
+        return spam_reading(np.array(labels), x, p, th, budget)
+
+    assert reading(1, 1, 0, 1, 1, 1, 0) == 0.5
+    assert reading(0, 0, 0, 0, 1, 1, 0) == 0.7  # from 0.7 up, half are spam
+    assert reading(0, 0, 0, 0, 0, 1, 1) == 0.9  # the surest alone is spam: with 0.9, half
+    assert reading(0, 0, 0, 0, 0, 0, 1) is None  # never: the labels side with the other signals
+    assert spam_reading(np.zeros(7, dtype=int), x, np.full(7, 0.95), th, 1.0) == 0.5  # all blocked: no evidence
+    x[:, NGRAM] = 0.2  # the n-gram model reading ham does not hide the transformer's reading
+    assert reading(0, 0, 0, 0, 1, 1, 0) == 0.7
+
+
+def test_the_spam_reading_rises_until_what_it_holds_fits_the_review_budget() -> None:
+    x = rows([0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.3], [float("nan")] * 7)
+    p, y = np.r_[np.full(6, 0.1), 0.6], np.r_[np.ones(6, int), 0]  # the last one is in the review band
+    th = Thresholds(block=0.9, allow=0.5)
+    assert spam_reading(y, x, p, th, budget=1.0) == 0.5
+    assert spam_reading(y, x, p, th, budget=2 / 7) == 0.9  # the two surest readings fill it
+    assert spam_reading(y, x, p, th, budget=0.0) is None
+
+
+def test_posts_a_rule_never_allows_spend_the_review_budget_first() -> None:
+    p = np.linspace(0, 1, 101)[:-1]
+    held = np.zeros(100, dtype=bool)
+    held[[3, 50, 95]] = True  # the first two are reviewed whatever the allow cut; the third is blocked
+    th = cap_review(Thresholds(block=0.9, allow=0.1), p, 0.1, held)
+    reviewed = (p < th.block) & ((p >= th.allow) | held)
+    assert th.block == 0.9 and th.allow == pytest.approx(0.82) and reviewed.sum() == 10
+    assert cap_review(Thresholds(block=0.9, allow=0.1), p, 0.01, held).allow == 0.9  # over budget: no band
 
 
 def test_the_gate_decides_the_exit_code_and_writes_the_report(tmp_path: Path, serving: Path) -> None:

@@ -10,6 +10,7 @@ from workers.model_cards import Thresholds
 from workers.stages.decide import DecisionModel, Unavailable, coordination, judge, top_reasons
 from workers.state.features import DIRECTIONS, FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
 from workers.state.signals import SIGNALS
+from workers.text.trust import Trust
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:
@@ -368,6 +369,28 @@ def test_no_signal_allows_a_post_a_text_model_reads_as_spam(text: float | None, 
     row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
     row[FEATURES.index("text_spam_prob")] = np.nan if text is None else text
     row[FEATURES.index("text_ngram_spam_prob")] = ngram
+    row[FEATURES.index("user_age_days")], contrib[FEATURES.index("user_age_days")] = 2000.0, -3.0
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "allow" and decision == expected
+    assert (reasons[0].code == "text_model") == (expected == "review")
+
+
+@pytest.mark.parametrize(
+    ("reading", "text", "expected"),
+    [
+        (0.9, 0.95, "review"),  # a platform's retrain held the rule to its surest readings
+        (0.9, 0.7, "allow"),  # the twin below it: the platform's labels side with the account there
+        (None, 0.99, "allow"),  # never: the labels side with the other signals wherever the two disagree
+        (0.5, 0.7, "review"),  # the default
+    ],
+)
+def test_a_bundles_spam_reading_says_from_what_text_score_the_rule_holds(
+    reading: float | None, text: float, expected: str
+) -> None:
+    model = tiny_decision_model()
+    model.bias, model.trust = -1.0, Trust(spam_reading=reading)
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("text_spam_prob")], row[FEATURES.index("text_ngram_spam_prob")] = text, 0.1
     row[FEATURES.index("user_age_days")], contrib[FEATURES.index("user_age_days")] = 2000.0, -3.0
     model_says, (decision, reasons) = _judged(model, row, contrib)
     assert model_says == "allow" and decision == expected
