@@ -361,21 +361,23 @@ def decide(
     )
     x_early, y_early = data.x[early], data.y[early]
     oof, rounds = out_of_fold(x_early, y_early)
-    # Chosen once, at the folds' cuts, on every earlier row (the gate's evidence too): it moves posts
-    # between allow and review only, so no bound on what is blocked rests on it.
-    unheld = fold_cuts(y_early, oof, policy, np.zeros(len(y_early), dtype=bool))
-    trust = trust.model_copy(update={"spam_reading": spam_reading(y_early, x_early, oof, unheld, budget)})
+    none = np.zeros(len(y_early), dtype=bool)
+    model = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, none))  # its allow cut comes below
+    p_late = model.predict(data.x[late])
+    n_late = late.stop - late.start
+    # Chosen once on every row the gate judges, each as it decides it (the folds' cuts, then the model
+    # that ships, whose text scores may sit elsewhere than the fold models'): it moves posts between
+    # allow and review only, so no bound on what is blocked rests on it.
+    unheld = _then(fold_cuts(y_early, oof, policy, none), model.thresholds, n_late)
+    trust = trust.model_copy(update={"spam_reading": spam_reading(data.y, data.x, np.r_[oof, p_late], unheld, budget)})
     held = Held.of(data.x, trust.reads_spam_from)
-    fitted = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, held.full[early]))
+    fitted = Fitted(model.booster, policy.place(y_early, oof, held.full[early]))
     cuts = fold_cuts(y_early, oof, policy, held.full[early])
     doubted = doubted_labels(y_early, oof)
     # The cascade's first stage, its cuts where it agrees with the full model out of fold.
     first, oof1 = fit_oof(without_transformer(x_early), y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
-    p_late = fitted.predict(data.x[late])
     p1_late = first.predict(without_transformer(data.x[late]))
-    n_late = late.stop - late.start
-    every = RowCuts(np.r_[cuts.block, np.full(n_late, fitted.thresholds.block)],
-                    np.r_[cuts.allow, np.full(n_late, fitted.thresholds.allow)])  # fmt: skip
+    every = _then(cuts, fitted.thresholds, n_late)
     p_new, new_cuts = cascaded(np.r_[oof, p_late], every, np.r_[oof1, p1_late], first.thresholds, held)
     challenger, champion_side, won, lost = paired(data.y, (p_new, new_cuts), (p_old, old_cuts))
     latest, latest_served, _, _ = paired(
@@ -420,6 +422,11 @@ def decide(
         curves=Curves(data.y, p_new, p_old),
         trust=trust,
     )
+
+
+def _then(cuts: RowCuts, th: Thresholds, n: int) -> RowCuts:
+    """``cuts`` followed by ``n`` rows at ``th``: the folds' rows, then the latest slice's."""
+    return RowCuts(np.r_[cuts.block, np.full(n, th.block)], np.r_[cuts.allow, np.full(n, th.allow)])
 
 
 def _at(cut: RowCuts, rows: slice) -> RowCuts:

@@ -150,9 +150,10 @@ def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Pa
     assert decided.challenger.roc_auc > decided.champion.roc_auc and decided.judgement.better
     assert (out / "decision" / "model.txt").exists() and (out / "text" / "card.json").exists()
     assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
-    # Where a text score reads spam and the decision model allows, reports explain the labels here: the
-    # worker's rule holding such posts for review (22% of the posts, a ceiling of 10%) is turned off.
-    assert decided.trust.spam_reading is None and DecisionModel.load(out / "decision").trust == decided.trust
+    # Where a text score reads spam and the decision model allows, reports mostly explain the labels
+    # here: the worker's rule, from 0.5, would hold 22% of the posts for review (a ceiling of 10%).
+    reading = decided.trust.spam_reading
+    assert (reading is None or reading > 0.5) and DecisionModel.load(out / "decision").trust == decided.trust
 
 
 def test_a_thousand_labels_at_half_spam_are_enough_for_the_default_gate(tmp_path: Path, serving: Path) -> None:
