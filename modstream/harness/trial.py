@@ -261,7 +261,7 @@ def write_next_week(
     after_verdicts: dict[str, Verdict],
 ) -> None:
     """One line per post of the next week: its text and label, and each bundle's decision, score,
-    text scores and reasons (the errors worth reading)."""
+    text scores, reasons and feature row (the errors worth reading, and a row to decide again offline)."""
 
     def seen(v: Verdict) -> dict[str, Any]:
         return {
@@ -269,6 +269,7 @@ def write_next_week(
             "score": v.score,
             "stages": v.stage_scores,
             "reasons": [r.code for r in v.reasons],
+            "features": None if v.features is None else v.features.values,
         }
 
     with path.open("w") as f:

@@ -8,7 +8,8 @@ never by its point estimate alone:
 
 - review share: at most the ceiling (default the champion's share or 10%, whichever is higher).
   A model sending more posts to people is not better, whatever its precision; the ceiling is a
-  policy on what the model did, so the observed share is compared.
+  policy on what the model did, so the observed share is compared, on the latest slice where
+  there is one: the posts that the models that ship decide.
 - share of ham blocked: its upper bound at most ``max_ham_blocked``;
 - block precision: its lower bound at least ``min_block_precision``;
 - better: the posts that exactly one of the two gets right (spam blocked, ham not blocked) are
@@ -274,14 +275,18 @@ class Gate:
     def judge(self, challenger: Side, champion: Side, won: int, lost: int, latest: Side | None = None) -> Judgement:
         """The outcome on the posts both models decided; ``won`` posts the challenger alone got
         right, ``lost`` the champion alone (:func:`paired`); ``latest``: the challenger on the latest
-        slice alone, whose settled bounds veto (the drift check)."""
+        slice alone, whose settled bounds veto (the drift check) and whose review share is judged."""
         failures: list[str] = []
         unsure: list[str] = []
         more: list[int] = []  # labelled posts each unsettled check needs
         c = challenger
         ceiling = self.ceiling(champion)
-        if c.review_share > ceiling:
-            failures.append(f"sends {c.review_share:.1%} of posts to review, over the ceiling {ceiling:.1%}")
+        # The review share is the workload of the models that ship, so it is judged where they decide:
+        # the earlier rows' fold text models, trained on less, read fewer posts surely and overstated
+        # it two to three times on the trial's histories (docs/LOOP.md, "The gate").
+        work, where = (c, "") if latest is None else (latest, f"on the latest {latest.n} posts, ")
+        if work.review_share > ceiling:
+            failures.append(f"{where}sends {work.review_share:.1%} of posts to review, over the ceiling {ceiling:.1%}")
 
         checks = self.limits(c.ham_blocked, c.ham, c.blocked)
         for (what, k, n, limit), per_post in zip(checks, (c.ham / c.n, c.blocked / c.n), strict=True):

@@ -10,9 +10,10 @@ same rows as it logged them. The thresholds are chosen on out-of-fold prediction
 a block cut. They aim at the gate's limits (the product's, where the gate was
 loosened): block where precision meets the limit and no more than its share of ham is blocked, then
 raised until the gate's bounds hold on those labels; the review band narrowed, from below, to the
-gate's review ceiling less its sampling margin (a model that defers whatever it is unsure of to
-people is no model), counting first the posts that the worker's rules never allow (a text model
-reads them as spam, from the reading :func:`spam_reading` chooses on these labels). The gate
+gate's review ceiling less its sampling margin on the latest slice, where the gate judges the share
+(a model that defers whatever it is unsure of to people is no model), counting first the posts
+that the worker's rules never allow (a text model reads them as spam, from the reading
+:func:`spam_reading` chooses on the latest slice). The gate
 judges the decisions the worker would serve, those rules included. The model that ships is trained
 on all of those rows for the folds' median number of rounds.
 
@@ -86,8 +87,8 @@ def _check(name: str, y: npt.NDArray[np.int_]) -> None:
 
 def review_budget(ceiling: float, n: int, confidence: float) -> float:
     """The review share the cuts aim at: under the gate's ceiling by the one-sided sampling margin of
-    a share over the ``n`` posts the gate judges, so that noise alone rarely tips the observed share
-    over it; at a 10% ceiling, 320 judged posts leave 7.2%, 1,600 leave 8.8%."""
+    a share over the ``n`` posts the gate judges it on (the latest slice), so that noise alone rarely
+    tips the observed share over it; at a 10% ceiling, 320 judged posts leave 7.2%, 1,600 leave 8.8%."""
     z = NormalDist().inv_cdf(confidence)
     return max(0.0, ceiling - z * math.sqrt(ceiling * (1 - ceiling) / max(n, 1)))
 
@@ -346,7 +347,8 @@ def decide(
     _check("gate's latest slice", data.y[late])
     p_old, old_cuts = served(champion, champion_x)  # the champion's decisions as its cascade logged them
     ceiling = gate.ceiling(Side.of(data.y, p_old, old_cuts))  # the champion's decisions only
-    budget = review_budget(ceiling, len(data.y), gate.confidence)
+    n_late = late.stop - late.start
+    budget = review_budget(ceiling, n_late, gate.confidence)  # the gate judges the review share there
     # Block where the product's limits (or a stricter gate's) hold out of fold at their point estimates:
     # a 99%-precision cut on a few hundred noisily labelled spam sits where a handful of mislabelled
     # "ham" leaves it, far above most spam. Then raised until the gate's own bounds hold on the
@@ -364,12 +366,12 @@ def decide(
     none = np.zeros(len(y_early), dtype=bool)
     model = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, none))  # its allow cut comes below
     p_late = model.predict(data.x[late])
-    n_late = late.stop - late.start
-    # Chosen once on every row the gate judges, each as it decides it (the folds' cuts, then the model
-    # that ships, whose text scores may sit elsewhere than the fold models'): it moves posts between
+    # Chosen on the latest slice, as the models that ship decide it: the fold text models, trained on
+    # less, read more of the earlier posts between the classes, and a reading that fits their review
+    # left a third of the trial's spam that the text models catch allowed. It moves posts between
     # allow and review only, so no bound on what is blocked rests on it.
-    unheld = _then(fold_cuts(y_early, oof, policy, none), model.thresholds, n_late)
-    trust = trust.model_copy(update={"spam_reading": spam_reading(data.y, data.x, np.r_[oof, p_late], unheld, budget)})
+    reading = spam_reading(data.y[late], data.x[late], p_late, model.thresholds, budget)
+    trust = trust.model_copy(update={"spam_reading": reading})
     held = Held.of(data.x, trust.reads_spam_from)
     fitted = Fitted(model.booster, policy.place(y_early, oof, held.full[early]))
     cuts = fold_cuts(y_early, oof, policy, held.full[early])
