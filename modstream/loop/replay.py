@@ -20,7 +20,7 @@ from typing import Any
 from modstream.loop.champion import load_serving
 from modstream.loop.comparison import Comparison, compare, plot
 from modstream.loop.config import Replaying, Topics
-from modstream.loop.gate import Evidence, Gate, Judgement
+from modstream.loop.gate import Evidence, Gate, Judgement, Workload
 from modstream.loop.join import collect_labels
 from modstream.loop.posts import LOOKBACK, posts_by_id, posts_range
 from modstream.loop.redecide import redecide
@@ -256,8 +256,11 @@ def shadow_report(
     )
     prior = retrain_evidence(bundle, challenger)
     total = live if prior is None else prior + live
+    # The review share over every post it decided live: the labelled ones lean to the queue's flips.
+    reviewed = sum(v.decision == "review" for v in challenger.values())
+    work = Workload(reviewed, len(challenger), f"the {len(challenger)} shadowed posts")
     judgement = (
-        gate.judge(total.challenger, total.champion, total.won, total.lost, latest=live.challenger)
+        gate.judge(total.challenger, total.champion, total.won, total.lost, live.challenger, work)
         if total.challenger.n
         else None
     )

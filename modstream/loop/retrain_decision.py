@@ -39,7 +39,7 @@ import numpy.typing as npt
 from cleanlab.filter import find_label_issues
 
 from modstream.loop.champion import load_serving
-from modstream.loop.gate import Cut, Gate, Judgement, RowCuts, Side, paired
+from modstream.loop.gate import Cut, Gate, Judgement, RowCuts, Side, Workload, paired
 from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
 from training.decision_model import (
@@ -385,6 +385,7 @@ def decide(
     latest, latest_served, _, _ = paired(
         data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))
     )
+    where = f"the latest {latest.n} posts"  # the review share's: decided by the models that ship
     rows = {"train": early.stop, "held_out": n_late}
     oof_eval = evaluate(y_early, oof, fitted.thresholds)
     test = evaluate(data.y[late], p_late, fitted.thresholds)
@@ -420,7 +421,7 @@ def decide(
         won=won,
         lost=lost,
         latest={"challenger": latest, "champion": latest_served},
-        judgement=gate.judge(challenger, champion_side, won, lost, latest=latest),
+        judgement=gate.judge(challenger, champion_side, won, lost, latest, Workload(latest.review, latest.n, where)),
         curves=Curves(data.y, p_new, p_old),
         trust=trust,
     )

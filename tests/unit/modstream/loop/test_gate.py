@@ -6,7 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from modstream.loop.gate import REVIEW_FLOOR, Gate, Outcome, Side, needed, paired, settled, sign_test, wilson
+from modstream.loop.gate import (
+    REVIEW_FLOOR,
+    Gate,
+    Outcome,
+    Side,
+    Workload,
+    needed,
+    paired,
+    settled,
+    sign_test,
+    wilson,
+)
 from workers.model_cards import Thresholds
 
 
@@ -48,16 +59,17 @@ def test_a_challenger_sending_77_percent_to_review_is_not_better_whatever_its_pr
 
 def test_the_review_share_is_judged_where_the_models_that_ship_decide() -> None:
     """The earlier rows are decided by fold models that read fewer posts surely: their review share
-    is no forecast of the shipped bundle's. With a latest slice, the gate judges the share there."""
+    is no forecast of the shipped bundle's. Given where the models that ship decide, the gate judges
+    the share there."""
     champion = side(1600, 500, 100, 0, 80)
     folds_review_more = side(1600, 500, 400, 2, 210)  # 13.1% of every label, by the fold models
-    right_now = side(320, 100, 80, 0, 25)  # 7.8% of the latest slice, by the models that ship
-    assert Gate().judge(folds_review_more, champion, 300, 0, latest=right_now).better
-    flooding = side(320, 100, 60, 0, 64)  # the latest slice, 20% to review: a model to refuse
-    j = Gate().judge(side(1600, 500, 400, 2, 100), champion, 300, 0, latest=flooding)
+    right_now = Workload(25, 320, "the latest 320 posts")  # 7.8%, by the models that ship
+    assert Gate().judge(folds_review_more, champion, 300, 0, workload=right_now).better
+    flooding = Workload(64, 320, "the latest 320 posts")  # 20%: a model to refuse
+    j = Gate().judge(side(1600, 500, 400, 2, 100), champion, 300, 0, workload=flooding)
     assert j.outcome is Outcome.NOT_BETTER
-    assert "on the latest 320 posts, sends 20.0% of posts to review, over the ceiling 10.0%" in j.line()
-    assert not Gate().judge(folds_review_more, champion, 300, 0).better  # no slice: every label's share
+    assert "sends 20.0% of the latest 320 posts to review, over the ceiling 10.0%" in j.line()
+    assert not Gate().judge(folds_review_more, champion, 300, 0).better  # none given: every label's share
 
 
 def test_the_review_ceiling_is_the_champions_share_when_higher_or_as_given() -> None:
