@@ -367,8 +367,8 @@ def decide(
     model = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, none))  # its allow cut comes below
     p_late = model.predict(data.x[late])
     # Chosen on the latest slice, as the models that ship decide it: the fold text models, trained on
-    # less, read more of the earlier posts between the classes, and a reading that fits their review
-    # left a third of the trial's spam that the text models catch allowed. It moves posts between
+    # less, read more of the earlier posts between the classes, and a reading that fit their review
+    # left spam that the text models catch allowed (docs/LOOP.md, "The gate"). It moves posts between
     # allow and review only, so no bound on what is blocked rests on it.
     reading = spam_reading(data.y[late], data.x[late], p_late, model.thresholds, budget)
     trust = trust.model_copy(update={"spam_reading": reading})
@@ -385,7 +385,6 @@ def decide(
     latest, latest_served, _, _ = paired(
         data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))
     )
-    where = f"the latest {latest.n} posts"  # the review share's: decided by the models that ship
     rows = {"train": early.stop, "held_out": n_late}
     oof_eval = evaluate(y_early, oof, fitted.thresholds)
     test = evaluate(data.y[late], p_late, fitted.thresholds)
@@ -421,7 +420,15 @@ def decide(
         won=won,
         lost=lost,
         latest={"challenger": latest, "champion": latest_served},
-        judgement=gate.judge(challenger, champion_side, won, lost, latest, Workload(latest.review, latest.n, where)),
+        # The review share is judged where the models that ship decide.
+        judgement=gate.judge(
+            challenger,
+            champion_side,
+            won,
+            lost,
+            latest,
+            Workload(latest.review, latest.n, f"the latest {latest.n} posts"),
+        ),
         curves=Curves(data.y, p_new, p_old),
         trust=trust,
     )
