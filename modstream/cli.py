@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from modstream.loop.promotion import Switch
     from modstream.loop.retrain_decision import Decided
     from workers.config import Settings
-    from workers.feedback import FeedbackSettings
+    from workers.feedback.settings import FeedbackSettings
 
 S = TypeVar("S", bound="BaseSettings")
 
@@ -97,7 +97,7 @@ def _service(log_level: str) -> Settings:
 
 def _feedback_settings() -> FeedbackSettings:
     """The feedback worker's MODSTREAM_FEEDBACK_* settings, or exit 2 with one line."""
-    from workers.feedback import FeedbackSettings
+    from workers.feedback.settings import FeedbackSettings
 
     return _load(FeedbackSettings)
 
@@ -146,7 +146,7 @@ def health(
 def feedback(log_level: str = "INFO") -> None:
     """Run the feedback worker: reports and labels update reputation counters and ban lists."""
     from workers.errors import Misconfigured
-    from workers.feedback import main
+    from workers.feedback.app import main
 
     settings = _service(log_level)
     try:

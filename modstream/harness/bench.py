@@ -34,6 +34,7 @@ runs never repeat a text (copies in one batch are scored once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -174,9 +175,15 @@ def cpu_seconds(pgid: int) -> float:
 
 
 def redis_cpu_seconds(url: str) -> float:
+    """Redis's CPU seconds: every node's, for a cluster."""
     import redis
+    from redis.cluster import RedisCluster
 
-    info = redis.Redis.from_url(url).info("cpu")
+    client = redis.Redis.from_url(url)
+    if client.info("cluster").get("cluster_enabled"):
+        nodes = RedisCluster.from_url(url).info("cpu", target_nodes=RedisCluster.ALL_NODES)
+        return sum(float(i["used_cpu_user"]) + float(i["used_cpu_sys"]) for i in nodes.values())
+    info = client.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
@@ -416,11 +423,11 @@ class KafkaBench:
         }
         return Settings(**{**base, **overrides})  # type: ignore[arg-type]
 
-    def _cpu(self, worker_pid: int) -> dict[str, float]:
+    def _cpu(self, worker_pids: Sequence[int]) -> dict[str, float]:
         pids = {s.name: s.pid for s in self.stack.status().services if s.pid}
         out = {name: cpu_seconds(pid) for name, pid in pids.items() if name != "redis"}
         out["redis"] = redis_cpu_seconds(self.ep.redis_url)
-        out["worker"] = cpu_seconds(worker_pid)
+        out["worker"] = sum(cpu_seconds(pid) for pid in worker_pids)
         return out
 
     def run(
@@ -429,29 +436,38 @@ class KafkaBench:
         rate: float | None = None,
         during: Callable[[], float] | None = None,
         at_s: float = 0.0,
+        workers: int = 1,
         **overrides: object,
     ) -> Phase:
         """Throughput runs (``rate`` None) time each output by its producer timestamp and read
         them with a lazy consumer; paced runs time outputs by when they are read. ``during`` is
-        called ``at_s`` after the timed records start (a promotion mid-run)."""
+        called ``at_s`` after the timed records start (a promotion mid-run). ``workers`` processes
+        share the input topic's partitions in one group (a GPU host's, docs/PERFORMANCE.md)."""
         s = self.settings(**overrides)
-        shadow = {s.shadow_topic: 4} if s.shadow_model_dir else {}
-        create_topics(s.kafka_bootstrap, {s.input_topic: 4, s.output_topic: 4, s.dlq_topic: 1, **shadow})
+        partitions = max(4, workers)
+        shadow = {s.shadow_topic: partitions} if s.shadow_model_dir else {}
+        create_topics(
+            s.kafka_bootstrap, {s.input_topic: partitions, s.output_topic: partitions, s.dlq_topic: 1, **shadow}
+        )
         collector = Collector(s, f"collector-{s.group_id}", fetch_wait_s=0.5 if rate is None else None)
-        warm = relabel(records[:16], "warm")
+        log = self.work / "worker.log"
         try:
-            with worker_process(s, self.work / "worker.log") as proc:
-                producer = Producer(s.producer_conf())  # warmed up with the worker, then timed
-                produce_all(s, warm, producer=producer)
-                if not collector.wait_for([r.key for r in warm], 120):
-                    raise RuntimeError(f"the worker never answered; see {self.work / 'worker.log'}")
-                before = self._cpu(proc.pid)
+            with contextlib.ExitStack() as running:
+                pids = [running.enter_context(worker_process(s, log)).pid for _ in range(workers)]
+                producer = Producer(s.producer_conf())  # warmed up with the workers, then timed
+                # Twice with several workers: the group's last rebalance is over before the timed records.
+                for n in range(1 if workers == 1 else 2):
+                    warm = relabel(records[: 16 * workers], f"warm{n}-")
+                    produce_all(s, warm, producer=producer)
+                    if not collector.wait_for([r.key for r in warm], 120):
+                        raise RuntimeError(f"the workers never answered; see {log}")
+                before = self._cpu(pids)
                 with ThreadPoolExecutor(1) as pool:
                     midway = pool.submit(_after, at_s, during) if during else None
                     sent = produce_all(s, records, rate=rate, producer=producer)
                     collector.wait_for([r.key for r in records], 60 + len(records) / 20)
                     self.during_s = midway.result() if midway else None  # raises what the promotion raised
-                after = self._cpu(proc.pid)
+                after = self._cpu(pids)
         finally:
             collector.close()
         out = collector.outcomes

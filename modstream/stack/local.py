@@ -228,9 +228,9 @@ def _log_excerpt(path: Path, errors: int = 10, tail: int = 20) -> str:
 class LocalStack:
     """Start, stop and inspect the embedded stack kept in ``state_dir``.
 
-    ``model_repo`` is a Triton model repository (``build_repo("cpu-embedded", ...)``);
-    readiness also waits for every model it holds (``spam_text``, and a challenger's
-    ``spam_text_shadow`` where there is one). Redis: a
+    ``model_repo`` is a Triton model repository (``build_repo("cpu-embedded", ...)``); readiness also
+    waits for every model it holds (``spam_text``, and a challenger's ``spam_text_shadow`` where there is
+    one). None starts no tritonserver, for a text model served elsewhere (a GPU host's). Redis: a
     reachable ``redis_url`` (or ``$MODSTREAM_REDIS_URL``) is used as is, otherwise
     a private ``redis-server`` is started.
     """
@@ -238,7 +238,7 @@ class LocalStack:
     def __init__(
         self,
         state_dir: Path,
-        model_repo: Path,
+        model_repo: Path | None,
         redis_url: str | None = None,
         *,
         kafka_storage: str = "memory://tansu/",
@@ -248,7 +248,7 @@ class LocalStack:
     ) -> None:
         # Absolute: the paths are persisted and handed to servers that run in state_dir.
         self.state_dir = state_dir.absolute()
-        self.model_repo = model_repo.absolute()
+        self.model_repo = model_repo.absolute() if model_repo else None
         self.redis_url = redis_url or os.environ.get("MODSTREAM_REDIS_URL")
         # s3://bucket/ (with kafka_env naming the S3 endpoint, see S3Standin) for a broker that survives restarts
         if durable and (kafka_storage != "memory://tansu/" or kafka_env):
@@ -305,7 +305,7 @@ class LocalStack:
                 self.console.log(f"stack already up (state in {self.state_dir})")
                 return current.endpoints
             self.down()  # a half-dead stack from an earlier run
-        if not self.model_repo.is_dir():
+        if self.model_repo is not None and not self.model_repo.is_dir():
             raise StackError(f"model repository {self.model_repo} does not exist (see modstream build-repo)")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._tied = tied
@@ -324,12 +324,16 @@ class LocalStack:
             redis_started=external_redis is None,
             s3_url=f"http://{HOST}:{s3}" if self.durable else None,
         )
-        models = served_models(self.model_repo)
+        models = served_models(self.model_repo) if self.model_repo else ()
         commands = {
             **({"s3": (self._s3_argv(s3), None)} if self.durable else {}),
             "kafka": (self._kafka_argv(kafka), self._kafka_env(endpoints)),
             **({"redis": (self._redis_argv(redis_port), None)} if external_redis is None else {}),
-            "triton": (self._triton_argv(grpc, http, metrics), self._triton_env()),
+            **(
+                {"triton": (self._triton_argv(self.model_repo, grpc, http, metrics), self._triton_env())}
+                if self.model_repo
+                else {}
+            ),
         }
         services: list[Service] = []
         try:
@@ -431,10 +435,10 @@ class LocalStack:
         # A throwaway cache: no RDB snapshots, no AOF.
         return [server, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"]
 
-    def _triton_argv(self, grpc: int, http: int, metrics: int) -> list[str]:
+    def _triton_argv(self, repo: Path, grpc: int, http: int, metrics: int) -> list[str]:
         return [
             str(paths.tritonserver_bin()),
-            f"--model-repository={self.model_repo}",
+            f"--model-repository={repo}",
             f"--backend-directory={self._backend_dir()}",
             # Explicit control, every model at start: `models promote` loads a text model's version into it.
             "--model-control-mode=explicit",
@@ -503,7 +507,7 @@ class LocalStack:
             **({"s3": lambda: _port_open(s3.removeprefix("http://"))} if s3 else {}),
             "kafka": lambda: _kafka_ready(endpoints.kafka_bootstrap),
             "redis": lambda: _redis_ready(endpoints.redis_url),
-            "triton": lambda: _triton_ready(endpoints.triton_http, models),
+            **({"triton": lambda: _triton_ready(endpoints.triton_http, models)} if models else {}),
         }
 
     def _wait_ready(

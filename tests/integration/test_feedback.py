@@ -25,7 +25,8 @@ from schemas import DeadLetter, FeedbackEvent
 from tests.conftest import first_record
 from workers.adapters.redis_store import RedisReputationStore
 from workers.config import Settings
-from workers.feedback import FeedbackSettings, run_feedback
+from workers.feedback.app import run_feedback
+from workers.feedback.settings import FeedbackSettings
 from workers.state.keyspace import Keyspace
 from workers.state.reputation import CONFIRMED, REFUTED, Applied, ReporterRecord, plan, wanted
 

@@ -14,9 +14,7 @@ with a marker under its id (``FeedbackEvent.event_id``, else topic:partition:off
 bans follow exact counts. A graceful stop cancels the agent, and faust then acks the batch in
 hand; the agent holds its own reference on each message until the batch is applied
 (:func:`~workers.feedback.app.apply`), so that ack commits nothing and the batch comes again.
+
+The package imports nothing itself: whoever reads feedback records (a retrain's join, the handler's
+tests) does not pull faust in; the worker is :mod:`.app`, its settings :mod:`.settings`.
 """
-
-from workers.feedback.app import main, run_feedback
-from workers.feedback.settings import FeedbackSettings
-
-__all__ = ["FeedbackSettings", "main", "run_feedback"]

@@ -25,9 +25,9 @@ from modstream.cli import app
 from tests.unit.fakes import FakeSink
 from workers.config import Settings
 from workers.errors import Misconfigured
-from workers.feedback import FeedbackSettings
 from workers.feedback.app import apply
 from workers.feedback.handler import FeedbackHandler
+from workers.feedback.settings import FeedbackSettings
 from workers.kafka.delivery import DeadLetters
 from workers.kafka.security import OidcTokens, broker_credentials
 from workers.records import InMsg
