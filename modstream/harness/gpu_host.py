@@ -133,6 +133,7 @@ class RunOptions:
     python: str = sys.executable  # a python with torch and transformers, for the stand-in
     redis_cluster: bool = False  # a six-node Redis Cluster (LocalRedisCluster) in place of one Redis
     latency_rate: float | None = None  # posts/s offered in the latency run; None: half the best rate
+    fetch_wait_s: float | None = None  # the workers' and the collector's fetch_wait_max_s; None: the default
 
 
 @dataclass
@@ -196,17 +197,14 @@ def _row(n: int, posts: int, phase: Phase, paced: bool, load_s: float, gpu: dict
     )
 
 
-def _timed(kb: KafkaBench, standin: Standin, records: list[Record], n: int, rate: float | None, cluster: bool) -> Row:
+def _timed(
+    kb: KafkaBench, standin: Standin, records: list[Record], n: int, rate: float | None, options: RunOptions
+) -> Row:
     gpu0, load0 = standin.counters(), _self_cpu()
-    url = f"127.0.0.1:{standin.port}"
-    phase = kb.run(
-        records,
-        rate=rate,
-        workers=n,
-        triton_url=url,
-        redis_cluster=cluster,
-        **GPU_REQUESTS,  # type: ignore[arg-type]
-    )
+    overrides: dict[str, Any] = {"triton_url": f"127.0.0.1:{standin.port}", "redis_cluster": options.redis_cluster}
+    if options.fetch_wait_s is not None:
+        overrides["fetch_wait_max_s"] = options.fetch_wait_s
+    phase = kb.run(records, rate=rate, workers=n, **{**GPU_REQUESTS, **overrides})
     gpu1 = standin.counters()
     delta = {k: gpu1[k] - gpu0[k] for k in gpu1}
     return _row(n, len(records), phase, rate is not None, _self_cpu() - load0, delta)
@@ -238,6 +236,7 @@ def run(
 
     redis_cluster = options.redis_cluster
     result["redis"] = "cluster of 6 (3 primaries)" if redis_cluster else "one"
+    result["fetch_wait_s"] = options.fetch_wait_s
     cluster = LocalRedisCluster(out / "redis-cluster") if redis_cluster else None
     stack = LocalStack(out / "stack", None, cluster.url if cluster else None, console=console)
     try:
@@ -255,7 +254,7 @@ def run(
                 posts = max(first_posts, int(per_worker * n * RUN_S))
                 console.log(f"{n} worker(s): {posts} posts")
                 try:
-                    row = _timed(kb, standin, repeated(pool, posts, f"w{n}-"), n, None, redis_cluster)
+                    row = _timed(kb, standin, repeated(pool, posts, f"w{n}-"), n, None, options)
                 except RuntimeError as exc:  # one count that fails is a finding; the others still run
                     result.setdefault("errors", {})[str(n)] = str(exc)
                     console.log(f"[red]{n} worker(s): {exc}")
@@ -268,7 +267,7 @@ def run(
             rate = options.latency_rate or best["posts_per_s"] / 2
             console.log(f"latency: {best['workers']} workers at {rate:.0f} posts/s")
             lat = repeated(pool, int(rate * LATENCY_S), "lat-")
-            latency = _timed(kb, standin, lat, best["workers"], rate, redis_cluster)
+            latency = _timed(kb, standin, lat, best["workers"], rate, options)
             result["latency"] = {"offered_posts_per_s": rate, **asdict(latency)}
             save()
         finally:
@@ -324,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--standin-python", default=sys.executable, help="run: a python with torch, transformers")
     parser.add_argument("--redis-cluster", action="store_true", help="run: a six-node Redis Cluster, not one Redis")
     parser.add_argument("--latency-rate", type=float, default=None, help="run: posts/s offered (half the best)")
+    parser.add_argument("--fetch-wait", type=float, default=None, help="run: MODSTREAM_FETCH_WAIT_MAX_S (0.1 s)")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     if args.step == "prepare":
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.bundle is None:
         parser.error("run needs --bundle")
     else:
-        options = RunOptions(args.device, args.standin_python, args.redis_cluster, args.latency_rate)
+        options = RunOptions(args.device, args.standin_python, args.redis_cluster, args.latency_rate, args.fetch_wait)
         run(args.bundle, args.out, [int(w) for w in args.workers.split(",")], args.posts, options, console)
 
 
