@@ -89,6 +89,7 @@ PIPELINE_RUNS = 3  # the pipeline ratio is their median
 # copies in one batch would be scored once, and the model would look cheaper than it is.
 STEADY_S = 20.0
 NAIVE_MODEL = "spam_text_naive"
+REDIS_PREFIX = "modstream-bench:"  # the keys the bench seeds and its workers read
 
 
 CpuSeconds = dict[str, float]  # service -> CPU seconds spent during a phase
@@ -412,7 +413,7 @@ class KafkaBench:
             "redis_url": self.ep.redis_url,
             "triton_url": self.ep.triton_grpc,
             "model_dir": self.models.bundle,
-            "redis_prefix": "modstream-bench:",
+            "redis_prefix": REDIS_PREFIX,
             "group_id": run,
             "input_topic": f"posts-{run}",
             "output_topic": f"verdicts-{run}",
@@ -501,7 +502,7 @@ def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list
     """Held-out post-length texts (each post its own text when possible) in simulated platform context."""
     texts = post_texts()
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
-    seed_redis(redis_url, Keyspace("modstream-bench:"), sim.world)
+    seed_redis(redis_url, Keyspace(REDIS_PREFIX), sim.world)
     domains = sorted(sim.world.banned_domains)
     records = []
     for i in range(n):

@@ -39,7 +39,15 @@ import redis
 from redis.cluster import RedisCluster
 from rich.console import Console
 
-from modstream.harness.bench import KafkaBench, Phase, build_posts, cpu_seconds, post_texts, repeated
+from modstream.harness.bench import (
+    REDIS_PREFIX,
+    KafkaBench,
+    Phase,
+    build_posts,
+    cpu_seconds,
+    post_texts,
+    repeated,
+)
 from modstream.harness.bench_cascade import first_stage_share
 from modstream.harness.traffic import Record
 from modstream.serving.artifacts import Models
@@ -48,7 +56,6 @@ from modstream.stack.redis_cluster import LocalRedisCluster
 from workers.text.ngram import NGRAM_FILE
 from workers.text.normalise import NORMALISER_VERSION
 
-PREFIX = "modstream-bench:"  # KafkaBench's Redis prefix, which build_posts seeds
 GLIBC = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libstdc++", "libgcc_s")
 # What docker-compose.yml's worker sends a GPU Triton: 64-text requests, widths rounded to 16.
 GPU_REQUESTS = {"triton_sub_batch": 64, "triton_pad_multiple": 16}
@@ -66,7 +73,7 @@ def prepare(bundle: Path, out: Path, console: Console) -> None:
         client = redis.Redis.from_url(ep.redis_url)
         state = [
             [base64.b64encode(key).decode(), int(client.pttl(key)), base64.b64encode(client.dump(key)).decode()]  # type: ignore[arg-type]
-            for key in client.scan_iter(match=f"{PREFIX}*", count=1000)
+            for key in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000)
         ]
     shutil.rmtree(out / "stack")
     (out / "redis_state.json").write_text(json.dumps(state))
