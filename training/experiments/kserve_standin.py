@@ -232,7 +232,10 @@ def main() -> None:
     p.add_argument("--max-batch", type=int, default=256)
     p.add_argument("--queue-delay-us", type=int, default=2000)
     p.add_argument("--stats", type=Path, required=True)
-    asyncio.run(serve(p.parse_args()))
+    args = p.parse_args()
+    if args.max_batch < 1 or args.queue_delay_us < 0:
+        p.error("--max-batch must be at least 1 and --queue-delay-us at least 0")
+    asyncio.run(serve(args))
 
 
 if __name__ == "__main__":
