@@ -95,6 +95,6 @@ def _first_stage(
     out = {}
     for i, p in enumerate(probs.tolist()):
         decision, reasons = judge(first, blind[i], p, contribs[i], campaign_action)
-        if is_sure(first, p, decision):
+        if is_sure(first, p, decision, contribs[i]):
             out[i] = (p, decision, reasons)
     return out

@@ -57,7 +57,7 @@ from training.decision_model import (
     without_transformer,
 )
 from workers.model_cards import Thresholds
-from workers.stages.decide import FIRST_STAGE, DecisionModel, never_allowed
+from workers.stages.decide import FIRST_STAGE, DecisionModel, bought, never_allowed, sender_pull
 from workers.state.features import FEATURES, INDEX, MONOTONE
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 
@@ -192,25 +192,35 @@ class Held(NamedTuple):
         return cls(never_allowed(x, spam_reading), never_allowed(without_transformer(x), spam_reading))
 
 
-def cascaded(
-    p: FloatArray, cut: Cut, p1: FloatArray | None, cut1: Thresholds | None, held: Held
-) -> tuple[FloatArray, RowCuts]:
+class FirstView(NamedTuple):
+    """The cascade's first stage on the rows: its scores, its cuts, and in each score the pull of
+    what the sender reports of itself (:func:`workers.stages.decide.sender_pull`)."""
+
+    p: FloatArray
+    cuts: Thresholds
+    pull: FloatArray
+
+
+def cascaded(p: FloatArray, cut: Cut, first: FirstView | None, held: Held) -> tuple[FloatArray, RowCuts]:
     """Per row, what the worker's cascade serves: the first stage's score and cuts where it is sure
-    (allow or block, and no rule moved its allow), else the full model's; a row ``held`` out of allow
-    gets an allow cut no score is under, so the gate counts the review the worker sends it to."""
+    (allow or block, no rule moved its allow, and the allow does not rest on the sender's pull: the
+    worker's ``is_sure``), else the full model's; a row ``held`` out of allow gets an allow cut no
+    score is under, so the gate counts the review the worker sends it to."""
     block, allow = np.broadcast_to(cut.block, p.shape), np.where(held.full, 0.0, cut.allow)
-    if p1 is None or cut1 is None:
+    if first is None:
         return p, RowCuts(block, allow)
-    sure = ~unsure(p1, cut1) & ~((p1 < cut1.allow) & held.first)
+    p1, cut1 = first.p, first.cuts
+    sure = ~unsure(p1, cut1) & ~((p1 < cut1.allow) & held.first) & ~bought(cut1, p1, first.pull)
     return np.where(sure, p1, p), RowCuts(np.where(sure, cut1.block, block), np.where(sure, cut1.allow, allow))
 
 
 def served(model: DecisionModel, x: FloatArray) -> tuple[FloatArray, RowCuts]:
     """``model``'s scores and cuts on ``x`` as the worker's cascade decides (its first stage, if any)."""
-    first = model.first
-    p1 = None if first is None else first.predict(without_transformer(x))[0]
-    held = Held.of(x, model.trust.reads_spam_from)
-    return cascaded(model.predict(x)[0], model.thresholds, p1, None if first is None else first.thresholds, held)
+    view = None
+    if (first := model.first) is not None:
+        p1, contrib = first.predict(without_transformer(x))
+        view = FirstView(p1, first.thresholds, sender_pull(contrib))
+    return cascaded(model.predict(x)[0], model.thresholds, view, Held.of(x, model.trust.reads_spam_from))
 
 
 def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut, budget: float) -> float | None:
@@ -249,17 +259,37 @@ def fold_cuts(
     return RowCuts(block, allow)
 
 
-def out_of_fold(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> tuple[FloatArray, list[int]]:
-    """Each row's score by the model trained on the other time-contiguous folds, and each fold model's rounds."""
+class OutOfFold(NamedTuple):
+    scores: FloatArray  # each row's, by the model trained on the other folds
+    rounds: list[int]  # each fold model's
+    models: list[tuple[npt.NDArray[np.intp], Fitted]]  # each fold's rows and the model that scored them
+
+    def pull(self, x: FloatArray) -> FloatArray:
+        """Per row of ``x`` (the rows scored), the sender's pull in its out-of-fold score."""
+        out = np.empty(len(x))
+        for part, model in self.models:
+            out[part] = pull_of(model, x[part])
+        return out
+
+
+def pull_of(model: Fitted, x: FloatArray) -> FloatArray:
+    """The sender's pull (:func:`workers.stages.decide.sender_pull`) in ``model``'s scores of ``x``,
+    attributed as the worker attributes them (lightgbm keeps a model stopped early at its best round)."""
+    return sender_pull(DecisionModel(model.booster, model.thresholds, "").predict(x)[1])
+
+
+def out_of_fold(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> OutOfFold:
+    """Each row's score by the model trained on the other time-contiguous folds, with the fold models."""
     oof = np.empty(len(y), dtype=np.float64)
-    rounds = []
+    rounds, models = [], []
     for i, part in enumerate(folds_of(len(y), folds)):
         _check(f"fold {i + 1} of {folds}", y[part])
         rest = np.setdiff1d(np.arange(len(y)), part)
         fold = fit(x[rest], y[rest], x[part], y[part])
         oof[part] = fold.predict(x[part])
         rounds.append(max(1, fold.booster.best_iteration))
-    return oof, rounds
+        models.append((part, fold))
+    return OutOfFold(oof, rounds, models)
 
 
 def fit_all(x: FloatArray, y: npt.NDArray[np.int_], rounds: list[int], thresholds: Thresholds) -> Fitted:
@@ -271,11 +301,11 @@ def fit_all(x: FloatArray, y: npt.NDArray[np.int_], rounds: list[int], threshold
     return Fitted(booster, thresholds)
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, FloatArray]:
+def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, OutOfFold]:
     """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
     (returned beside it), no row held out of allow by a rule."""
-    oof, rounds = out_of_fold(x, y, folds)
-    return fit_all(x, y, rounds, policy.place(y, oof, np.zeros(len(y), dtype=bool))), oof
+    oof = out_of_fold(x, y, folds)
+    return fit_all(x, y, oof.rounds, policy.place(y, oof.scores, np.zeros(len(y), dtype=bool))), oof
 
 
 @dataclass(frozen=True)
@@ -362,7 +392,7 @@ def decide(
         proof=gate,
     )
     x_early, y_early = data.x[early], data.y[early]
-    oof, rounds = out_of_fold(x_early, y_early)
+    oof, rounds, _ = out_of_fold(x_early, y_early)
     none = np.zeros(len(y_early), dtype=bool)
     model = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, none))  # its allow cut comes below
     p_late = model.predict(data.x[late])
@@ -377,10 +407,13 @@ def decide(
     cuts = fold_cuts(y_early, oof, policy, held.full[early])
     doubted = doubted_labels(y_early, oof)
     # The cascade's first stage, its cuts where it agrees with the full model out of fold.
-    first, oof1 = fit_oof(without_transformer(x_early), y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
-    p1_late = first.predict(without_transformer(data.x[late]))
+    blind = without_transformer(data.x)
+    first, first_oof = fit_oof(blind[early], y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
+    oof1, p1_late = first_oof.scores, first.predict(blind[late])
+    pull1 = np.r_[first_oof.pull(blind[early]), pull_of(first, blind[late])]
     every = _then(cuts, fitted.thresholds, n_late)
-    p_new, new_cuts = cascaded(np.r_[oof, p_late], every, np.r_[oof1, p1_late], first.thresholds, held)
+    view = FirstView(np.r_[oof1, p1_late], first.thresholds, pull1)
+    p_new, new_cuts = cascaded(np.r_[oof, p_late], every, view, held)
     challenger, champion_side, won, lost = paired(data.y, (p_new, new_cuts), (p_old, old_cuts))
     latest, latest_served, _, _ = paired(
         data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))

@@ -19,6 +19,7 @@ import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp  # type: ignore[import-untyped]  # no stubs here; lightgbm imports it anyway
+from scipy.special import logit  # type: ignore[import-untyped]
 
 from schemas import Decision, FeatureRow, Reason, ReasonCode
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
@@ -195,6 +196,20 @@ def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> l
 
 def _decision(t: Thresholds, raw: float) -> Decision:
     return t.classify(float(1 / (1 + np.exp(-raw))))
+
+
+def sender_pull(contrib: FloatArray) -> FloatArray:
+    """The pull toward allow, in raw score, of what the sender reports of itself (the client-reported
+    journey), per row of feature contributions ``contrib`` (a row alone gives a 0-d array)."""
+    return np.asarray(np.minimum(contrib[..., SENDER_MASK], 0.0).sum(axis=-1))
+
+
+def bought(t: Thresholds, prob: FloatArray | float, pull: FloatArray | float) -> npt.NDArray[np.bool_]:
+    """Whether an allow at ``prob`` rests on the sender's ``pull`` (:func:`sender_pull`): without it
+    the score would not be under the allow cut."""
+    with np.errstate(divide="ignore"):  # a cut or score of 0 or 1 is an infinite raw score
+        raw, cut = logit(prob), logit(t.allow)
+    return np.asarray((raw < cut) & (raw - pull >= cut))
 
 
 def _value(row: FloatArray, i: int) -> str:
@@ -411,6 +426,7 @@ class _Judged:
     reasons: list[Reason]
     values: list[float | None]  # the feature row, missing as None
     moved: bool  # a rule moved the decision from the model's own (judge puts its reason first)
+    contrib: FloatArray  # each feature's push on the raw score
 
 
 def _rows(
@@ -449,7 +465,8 @@ def _judge_rows(
     def one(i: int) -> _Judged:
         prob = float(probs[i])
         decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
-        return _Judged(rows[i], prob, decision, reasons, values[i], decision != model.thresholds.classify(prob))
+        moved = decision != model.thresholds.classify(prob)
+        return _Judged(rows[i], prob, decision, reasons, values[i], moved, contribs[i])
 
     return each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, one)
 
@@ -507,9 +524,13 @@ def decide(
     return outcomes, failures + unjudged + unverdicted
 
 
-def is_sure(first: DecisionModel, prob: float, decision: Decision) -> bool:
-    """Whether the first stage decides a post: past one of its cuts, and no rule moved it there."""
-    return decision != "review" and decision == first.thresholds.classify(prob)
+def is_sure(first: DecisionModel, prob: float, decision: Decision, contrib: FloatArray) -> bool:
+    """Whether the first stage decides a post: past one of its cuts, no rule moved it there, and its
+    allow does not rest on what the sender reports of itself (:func:`bought`). The first stage reads
+    no transformer score; where the transformer reads the text as spam, the journey may not allow it
+    (:func:`judge`), so a scripted human pace must not buy skipping the transformer either."""
+    t = first.thresholds
+    return decision != "review" and decision == t.classify(prob) and not bought(t, prob, sender_pull(contrib))
 
 
 class FirstStage(NamedTuple):
@@ -546,7 +567,7 @@ def first_stage(
         return FirstStage([], [], list(range(len(posts))), [])
     rows, failures = _rows(posts, profiles, [None] * len(posts), ngram_probs, languages)
     judged, unjudged = _judge_rows(rows, first, campaign_action)
-    sure = [j for j in judged if is_sure(first, j.prob, j.decision)]
+    sure = [j for j in judged if is_sure(first, j.prob, j.decision, j.contrib)]
     later = sorted({j.row.at for j in judged} - {j.row.at for j in sure})
     outcomes = [_outcome(j, {FIRST_STAGE: j.prob}, model_versions, unavailable) for j in sure]
     audit = [j.row.at for j in sure if audited(j.row.post, audit_share)]

@@ -17,6 +17,7 @@ from modstream.loop.gate import Gate, Outcome, Side, paired, settled
 from modstream.loop.join import DatasetError, build, write_parquet
 from modstream.loop.retrain_decision import (
     CutPolicy,
+    FirstView,
     Held,
     cap_review,
     cascaded,
@@ -25,7 +26,9 @@ from modstream.loop.retrain_decision import (
     fit_oof,
     fold_cuts,
     holdout_split,
+    out_of_fold,
     provable,
+    pull_of,
     retrain_decision,
     review_budget,
     spam_reading,
@@ -35,12 +38,13 @@ from training.decision_model import PARAMS, choose_thresholds
 from workers.model_cards import DecisionModelCard, Thresholds
 from workers.records import InMsg
 from workers.runtime.startup import EXIT_MISCONFIGURED
-from workers.stages.decide import FIRST_STAGE, DecisionModel
+from workers.stages.decide import FIRST_STAGE, DecisionModel, sender_pull
 from workers.state.features import FEATURES
 
 TEXT = FEATURES.index("text_spam_prob")
 USER_REPORTS = FEATURES.index("user_reports")
 NGRAM = FEATURES.index("text_ngram_spam_prob")
+GAP = FEATURES.index("journey_min_gap_ms")
 
 
 def labelled_set(path: Path, n: int = 800, seed: int = 3, spam_share: float = 0.4, text_sd: float = 0.25) -> Path:
@@ -109,10 +113,11 @@ def rows(text: list[float], ngram: list[float]) -> npt.NDArray[np.float64]:
 def test_the_cascade_serves_the_first_stages_score_and_cuts_where_it_is_sure() -> None:
     p, p1 = np.array([0.9, 0.9, 0.1, 0.5]), np.array([0.01, 0.5, 0.99, 0.5])
     x = rows([0.1, 0.9, 0.9, 0.3], [0.1, 0.1, 0.9, 0.3])
-    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, Thresholds(block=0.95, allow=0.05), Held.of(x, 0.5))
+    view = FirstView(p1, Thresholds(block=0.95, allow=0.05), np.zeros(4))
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), view, Held.of(x, 0.5))
     assert score.tolist() == [0.01, 0.9, 0.99, 0.5]
     assert cuts.block.tolist() == [0.95, 0.8, 0.95, 0.8] and cuts.allow.tolist() == [0.05, 0.0, 0.05, 0.2]
-    alone, same = cascaded(p, Thresholds(block=0.8, allow=0.2), None, None, Held.of(x, 0.5))
+    alone, same = cascaded(p, Thresholds(block=0.8, allow=0.2), None, Held.of(x, 0.5))
     assert alone is p and same.block.tolist() == [0.8] * 4
 
 
@@ -122,16 +127,38 @@ def test_the_gate_counts_the_review_that_a_text_models_spam_reading_sends_a_post
     leaves it for the full model. Its twins, read as ham by both text models, are allowed."""
     p, p1 = np.full(4, 0.1), np.array([0.5, 0.5, 0.01, 0.01])
     x = rows([0.9, 0.2, 0.9, 0.2], [0.2, 0.2, 0.2, 0.2])  # the transformer reads the first and third as spam
-    first = Thresholds(block=0.95, allow=0.05)
-    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, first, Held.of(x, 0.5))
+    first = FirstView(p1, Thresholds(block=0.95, allow=0.05), np.zeros(4))
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), first, Held.of(x, 0.5))
     decided = decisions_at(score, cuts)
     # The first stage does not read the transformer: it allows the third, as the worker's first stage does.
     assert decided == ["review", "allow", "allow", "allow"]
     x[2, NGRAM] = 0.7  # the n-gram model, which the first stage reads, calls it spam: the full model decides
-    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), p1, first, Held.of(x, 0.5))
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), first, Held.of(x, 0.5))
     assert decisions_at(score, cuts) == ["review", "allow", "review", "allow"]
     y = np.array([1, 0, 1, 0])
     assert Side.of(y, score, cuts).review == 2 and Side.of(y, score, cuts).ham_blocked == 0
+
+
+def test_the_gate_leaves_a_first_stage_allow_the_senders_pace_bought_to_the_full_model() -> None:
+    """As the worker's ``is_sure``: a first-stage allow that only the client-reported journey's pull
+    put under the cut is the full model's to decide; its twin, allowed without that pull, stays."""
+    p, p1 = np.full(2, 0.5), np.full(2, 0.01)  # the full model reviews both; the first stage allows both
+    first = FirstView(p1, Thresholds(block=0.95, allow=0.05), np.array([-3.0, -0.5]))  # logit 0.01 = -4.6
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), first, Held.of(rows([0.2] * 2, [0.2] * 2), 0.5))
+    assert decisions_at(score, cuts) == ["review", "allow"]
+
+
+def test_the_sender_pull_is_read_from_a_fold_model_as_it_scores() -> None:
+    """Attributed as the worker attributes a served model's score, on the trees the fold model's score uses."""
+    rng = np.random.default_rng(3)
+    x, y = rng.random((600, len(FEATURES))), (rng.random(600) < 0.3).astype(int)
+    told = rng.random(600) < 0.7  # the pace tells most posts apart, not all: the model stops early
+    x[:, GAP] = np.where(told, np.where(y == 1, 10.0, 3000.0), rng.choice([10.0, 3000.0], 600))
+    part, fold = out_of_fold(x, y).models[0]
+    p, contrib = DecisionModel(fold.booster, fold.thresholds, "d").predict(x[part])
+    pull = pull_of(fold, x[part])
+    assert np.allclose(p, fold.predict(x[part])) and np.allclose(pull, sender_pull(contrib))
+    assert (pull <= 0).all() and (pull[x[part, GAP] > 1000] < 0).all()  # a human pace pulls toward allow
 
 
 def test_the_split_is_by_time() -> None:
@@ -233,7 +260,7 @@ def test_each_folds_cuts_rest_on_the_other_folds_labels_only() -> None:
 def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_cannot_explain() -> None:
     rng = np.random.default_rng(5)
     x, y = rng.random((600, len(FEATURES))), (rng.random(600) < 0.3).astype(int)
-    fitted, oof = fit_oof(x, y, CutPolicy(review_budget=1.0))
+    fitted, (oof, _, _) = fit_oof(x, y, CutPolicy(review_budget=1.0))
     assert fitted.thresholds == choose_thresholds(y, oof)
     assert (oof >= fitted.thresholds.block).sum() <= 3  # at most the odd top score that happens to be spam
     # Thresholds on the model's own training rows block a third of them: it has learnt their noise.
@@ -252,7 +279,7 @@ def test_labels_the_out_of_fold_model_contradicts_are_named_and_still_count() ->
     flipped = np.nonzero(y == 1)[0][::20]  # 5% of the spam labelled ham
     noisy = y.copy()
     noisy[flipped] = 0
-    fitted, oof = fit_oof(x, noisy, CutPolicy(review_budget=1.0))
+    fitted, (oof, _, _) = fit_oof(x, noisy, CutPolicy(review_budget=1.0))
     doubted = doubted_labels(noisy, oof)
     # Confident learning doubts a ham label past the labelled spam's average score: the surest half.
     assert doubted[flipped].mean() > 0.3 and not (doubted & (y == 0)).any()

@@ -48,6 +48,36 @@ def length_model(seed: int = 0) -> DecisionModel:
     return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), "first-1")
 
 
+GAP = FEATURES.index("journey_min_gap_ms")
+HUMAN = [{"name": "focus", "offset_ms": 0}, {"name": "type", "offset_ms": 4000}, {"name": "submit", "offset_ms": 9000}]
+
+
+def journey_model() -> DecisionModel:
+    """A first stage that reads the length and the client-reported pace: long texts are spam unless
+    typed at a human pace (a gap of a second or more between steps), short ones ham."""
+    rng = np.random.default_rng(1)
+    x = rng.random((3000, len(FEATURES)))
+    x[:, CHARS] = rng.uniform(0, 100, len(x))
+    x[:, GAP] = rng.choice([50.0, 3000.0], len(x))
+    y = ((x[:, CHARS] >= 55) & (x[:, GAP] < 1000)).astype(int)
+    params = {"objective": "binary", "verbose": -1, "num_leaves": 4, "min_data_in_leaf": 5}
+    booster = lgb.train(params | {"monotone_constraints": MONOTONE}, lgb.Dataset(x, y, feature_name=list(FEATURES)), 30)
+    return DecisionModel(booster, Thresholds(block=0.8, allow=0.2), "first-journey")
+
+
+def test_an_allow_that_rests_on_the_senders_reported_pace_is_left_to_the_transformer() -> None:
+    """A scripted human pace must not buy skipping the transformer: the long post it allows goes on;
+    its twin, a short post at the same pace, is allowed without it and decided here."""
+    msgs = [InMsg("posts", 0, i, None, event(f"p{i}", t, journey=HUMAN), 0.0) for i, t in enumerate((LONG, SHORT))]
+    posts, failures = validate(msgs, 10_000)
+    assert not failures
+    model = journey_model()
+    first = first_stage(posts, [Profile()] * 2, model, {}, Unavailable())
+    assert first.later == [0]
+    assert [o.verdict.post_id for o in first.outcomes] == ["p1"]
+    assert first.outcomes[0].verdict.decision == "allow"
+
+
 def cascade_model() -> DecisionModel:
     full = tiny_decision_model()
     return DecisionModel(full.booster, full.thresholds, full.version, first=length_model())
