@@ -18,7 +18,7 @@ import numpy as np
 
 from schemas import Decision, Reason, ReasonCode, Verdict
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
-from workers.stages.decide import FIRST_STAGE, DecisionModel, FloatArray, is_sure, judge
+from workers.stages.decide import FIRST_STAGE, DecisionModel, FloatArray, bought, is_sure, judge, sender_pull
 from workers.state.features import FEATURE_VERSION, FEATURES
 
 _TEXT = FEATURES.index("text_spam_prob")
@@ -92,9 +92,10 @@ def _first_stage(
     blind = matrix.copy()
     blind[:, _TEXT] = math.nan
     probs, contribs = first.predict(blind)
+    sender = bought(first.thresholds, probs, sender_pull(contribs))
     out = {}
     for i, p in enumerate(probs.tolist()):
         decision, reasons = judge(first, blind[i], p, contribs[i], campaign_action)
-        if is_sure(first, p, decision, contribs[i]):
+        if is_sure(first, p, decision, bool(sender[i])):
             out[i] = (p, decision, reasons)
     return out

@@ -200,13 +200,13 @@ def _decision(t: Thresholds, raw: float) -> Decision:
 
 def sender_pull(contrib: FloatArray) -> FloatArray:
     """The pull toward allow, in raw score, of what the sender reports of itself (the client-reported
-    journey), per row of feature contributions ``contrib`` (a row alone gives a 0-d array)."""
+    journey), per row of feature contributions ``contrib``."""
     return np.asarray(np.minimum(contrib[..., SENDER_MASK], 0.0).sum(axis=-1))
 
 
-def bought(t: Thresholds, prob: FloatArray | float, pull: FloatArray | float) -> npt.NDArray[np.bool_]:
-    """Whether an allow at ``prob`` rests on the sender's ``pull`` (:func:`sender_pull`): without it
-    the score would not be under the allow cut."""
+def bought(t: Thresholds, prob: FloatArray, pull: FloatArray) -> npt.NDArray[np.bool_]:
+    """Per score ``prob``, whether its allow rests on the sender's ``pull`` (:func:`sender_pull`):
+    without it the score would not be under the allow cut."""
     with np.errstate(divide="ignore"):  # a cut or score of 0 or 1 is an infinite raw score
         raw, cut = logit(prob), logit(t.allow)
     return np.asarray((raw < cut) & (raw - pull >= cut))
@@ -426,7 +426,7 @@ class _Judged:
     reasons: list[Reason]
     values: list[float | None]  # the feature row, missing as None
     moved: bool  # a rule moved the decision from the model's own (judge puts its reason first)
-    contrib: FloatArray  # each feature's push on the raw score
+    bought: bool  # its allow rests on the sender's pull (:func:`bought`)
 
 
 def _rows(
@@ -458,6 +458,7 @@ def _judge_rows(
         return [], []
     matrix = np.array([r.features for r in rows], dtype=np.float64)
     probs, contribs = model.predict(matrix)
+    sender = bought(model.thresholds, probs, sender_pull(contribs))
     nullable = matrix.astype(object)  # missing as null, for the whole batch at once
     nullable[np.isnan(matrix)] = None
     values = nullable.tolist()
@@ -466,7 +467,7 @@ def _judge_rows(
         prob = float(probs[i])
         decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
         moved = decision != model.thresholds.classify(prob)
-        return _Judged(rows[i], prob, decision, reasons, values[i], moved, contribs[i])
+        return _Judged(rows[i], prob, decision, reasons, values[i], moved, bool(sender[i]))
 
     return each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, one)
 
@@ -524,13 +525,13 @@ def decide(
     return outcomes, failures + unjudged + unverdicted
 
 
-def is_sure(first: DecisionModel, prob: float, decision: Decision, contrib: FloatArray) -> bool:
+def is_sure(first: DecisionModel, prob: float, decision: Decision, sender_bought: bool) -> bool:
     """Whether the first stage decides a post: past one of its cuts, no rule moved it there, and its
-    allow does not rest on what the sender reports of itself (:func:`bought`). The first stage reads
-    no transformer score; where the transformer reads the text as spam, the journey may not allow it
-    (:func:`judge`), so a scripted human pace must not buy skipping the transformer either."""
-    t = first.thresholds
-    return decision != "review" and decision == t.classify(prob) and not bought(t, prob, sender_pull(contrib))
+    allow does not rest on what the sender reports of itself (``sender_bought``: :func:`bought`). The
+    first stage reads no transformer score; where the transformer reads the text as spam, the journey
+    may not allow it (:func:`judge`), so a scripted human pace must not buy skipping the transformer
+    either."""
+    return decision != "review" and decision == first.thresholds.classify(prob) and not sender_bought
 
 
 class FirstStage(NamedTuple):
@@ -567,7 +568,7 @@ def first_stage(
         return FirstStage([], [], list(range(len(posts))), [])
     rows, failures = _rows(posts, profiles, [None] * len(posts), ngram_probs, languages)
     judged, unjudged = _judge_rows(rows, first, campaign_action)
-    sure = [j for j in judged if is_sure(first, j.prob, j.decision, j.contrib)]
+    sure = [j for j in judged if is_sure(first, j.prob, j.decision, j.bought)]
     later = sorted({j.row.at for j in judged} - {j.row.at for j in sure})
     outcomes = [_outcome(j, {FIRST_STAGE: j.prob}, model_versions, unavailable) for j in sure]
     audit = [j.row.at for j in sure if audited(j.row.post, audit_share)]
