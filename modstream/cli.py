@@ -171,6 +171,30 @@ def profile_contract(
     console.print(f"wrote the profile contract to {out}")
 
 
+ranking_app = typer.Typer(help="The popularity prior: a broad ranking of domains (workers/data/DATA_CARD.md).")
+app.add_typer(ranking_app, name="ranking")
+
+
+@ranking_app.command("refresh")
+def ranking_refresh(
+    source: Annotated[Path, typer.Argument(help="A ranking, best first: one host, origin or 'rank,domain' a line")],
+    note: Annotated[str, typer.Option(help="Where it comes from: name, date, licence (the file's header)")],
+    top: Annotated[int, typer.Option(min=1000, help="How many registrable domains to keep")] = 100_000,
+    out: Annotated[Path | None, typer.Option(help="Where to write (default: the shipped popular_domains.txt)")] = None,
+) -> None:
+    """Rebuild the shipped popularity prior from a ranking file; record its source in the data card."""
+    from modstream.ranking import RankingError, refresh
+    from workers.text.urls import POPULAR_FILE
+
+    target = out or Path(__file__).resolve().parent.parent / "workers" / "data" / POPULAR_FILE
+    try:
+        n = refresh(source, target, top, note)
+    except RankingError as exc:
+        render.error(f"ranking refresh: {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {n} domains to {target}")
+
+
 @app.command("ingest-profiles")
 def ingest_profiles(log_level: str = "INFO") -> None:
     """Consume profile updates (MODSTREAM_PROFILES_TOPIC) into Redis; invalid ones go to the DLQ."""

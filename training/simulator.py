@@ -19,11 +19,13 @@ feature separates the classes). The assumptions, in short (docs/SIMULATOR.md has
 * A few spam domains, IPs and one CIDR range are banned; those posts never reach the
   models.
 * Waves, many accounts within minutes (:meth:`Simulator.posts`): campaigns, where fresh
-  accounts post templated copies of one text (a spam text, or in half of them a harmless
-  one as bait: coordination is what makes them spam) with a path of their own on one new
-  domain, all by one scripted journey; viral links, one new URL on an established domain
+  accounts (a fifth of them aged ones) post templated copies of one text (a spam text, or in half
+  of them a harmless one as bait: coordination is what makes them spam) with a path of their own on
+  one domain registered days before (its profile says so, when the platform has one), all by one
+  scripted journey; viral links, one new URL on an established domain
   shared by many accounts in their own words (short reactions collide: "wow", "read this");
-  share-button waves, one fixed sentence with each sharer's own link on a well-known host;
+  share-button waves, one fixed sentence with each sharer's own link, on a well-known host or
+  (half of them) on an app's own host that no list names;
   release notes, a few sentences from many accounts, each linking its own page on a shared
   host (``github.com/<user>``); greetings, near-copies without a link. A quarter of the
   campaigns reuse a share button's sentence, pointing at their own new domain, and 30% fake a
@@ -81,6 +83,8 @@ SHARE_BUTTONS = (
 )
 CAMPAIGN_BUTTON_P = 0.25  # campaigns that reuse a share button's sentence for their own domain
 CAMPAIGN_HUMAN_PACE_P = 0.3  # campaigns whose accounts each fake a human-paced journey (no script to see)
+CAMPAIGN_DOMAIN_DAYS = 21.0  # a campaign's domain was registered this many days ago at most
+CAMPAIGN_AGED_P = 0.2  # campaigns from aged accounts (bought, or sleepers woken) posting harmless bait
 RELEASE_NOTES = (
     "Tagged {v} of the toolkit: https://gitlab.com/{user}/toolkit/-/tags",
     "{v} is out, see https://codeberg.org/{user}/notes-app/releases",
@@ -192,14 +196,16 @@ class Simulator:
         )
         return uid
 
-    def _domain(self, spam: bool, i: int) -> str:
+    def _domain(self, spam: bool, i: int, age_days: float | None = None) -> str:
         r = self.rng
         tld = r.choice(SPAM_TLDS, p=SPAM_TLD_P) if spam else r.choice(HAM_TLDS, p=HAM_TLD_P)
         name = f"{'offer' if spam else 'site'}{i}{r.integers(100, 999)}.{tld}"
+        if age_days is None:
+            age_days = _lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)
         self._put(
             KS.domain(name),
             {
-                "created_at": self.now - (_lognormal(r, 150, 1.5) if spam else _lognormal(r, 1500, 1.3)) * DAY,
+                "created_at": self.now - age_days * DAY,
                 "reputation": r.beta(3, 4) if spam else r.beta(5, 2),
                 "posts": int(_lognormal(r, 80 if spam else 300, 1.5)),
                 "reports": _reports(r, 2.5 if spam else 0.5, 0.0 if spam else BRIGADED_DOMAIN_P),
@@ -316,8 +322,9 @@ class Simulator:
         size = int(r.integers(*WAVE_SIZE, endpoint=True))
         times = np.minimum(start + np.cumsum(r.exponential(WAVE_GAP_S, size)), self.now)
         if kind == "campaign":
-            # Fresh accounts (many unknown to the platform), one new domain, one script.
-            domain = self._domain(spam=True, i=self.seq)
+            # Fresh accounts (many unknown to the platform; some bought aged ones), one domain
+            # registered days ago (its profile often says so), one script.
+            domain = self._domain(spam=True, i=self.seq, age_days=float(r.uniform(0, CAMPAIGN_DOMAIN_DAYS)))
             if r.random() < CAMPAIGN_BUTTON_P:  # a share button's sentence, pointing at the campaign's domain
                 button = pick(r, SHARE_BUTTONS)
                 variants = [f"{button.split('http')[0]}https://{domain}/{{}}"]
@@ -328,7 +335,8 @@ class Simulator:
                     " ".join(words[: len(words) - int(r.integers(0, 3))]) + f" https://{domain}/{{}}"
                     for _ in range(r.integers(1, 17))
                 ]
-            users = [("bot", self._user("bot", known_p=0.5)) for _ in range(size)]
+            kind_of = "sleeper" if r.random() < CAMPAIGN_AGED_P else "bot"
+            users = [(kind_of, self._user(kind_of, known_p=0.5)) for _ in range(size)]
             # One script replayed by every account, or (a careful campaign) a human pace of its own each.
             script = self._journey("bot") if r.random() > CAMPAIGN_HUMAN_PACE_P else None
             out = []
@@ -345,8 +353,8 @@ class Simulator:
                 return Example("", pick(r, REACTIONS), 0) if r.random() < REACTION_P else ham[r.integers(len(ham))]
 
             return [SimPost(self.post(said(), float(t), self._sharer(), [url]).event, 0, kind) for t in times]
-        if kind == "share":  # one button's sentence, each sharer's own link on a well-known host
-            button = pick(r, SHARE_BUTTONS)
+        if kind == "share":  # one button's sentence, each sharer's own link, on a well-known host or any other
+            button = pick(r, SHARE_BUTTONS) if r.random() < 0.5 else self._button()
             shares = [Example("", button.format(self._id("v")), 0) for _ in times]
             return [
                 SimPost(self.post(e, float(t), self._sharer(), []).event, 0, kind)
@@ -372,6 +380,13 @@ class Simulator:
             )
             for t in times
         ]
+
+    def _button(self) -> str:
+        """A share button of an app on a host of its own: old or unknown to the platform, never listed."""
+        r = self.rng
+        host = self._domain(spam=False, i=self.seq)
+        noun = pick(r, ("track", "workout", "recipe", "petition", "clip", "playlist", "route"))
+        return f"My {noun} on {host.split('.')[0]}: https://{host}/{noun[0]}/{{}}"
 
     def _wave_kind(self, label: int) -> str:
         """The wave a draw of a text of ``label`` starts, or "" for none."""

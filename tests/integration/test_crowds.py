@@ -2,8 +2,9 @@
 real default models, beside the campaigns they look like (issue 49): every rule against a wave has
 its false-positive twin here.
 
-Every account is brand new (no profile in Redis, no domain profile either: the well-known prior and
-the stream are all that know ``bbc.co.uk`` or ``github.com``). Posts are half a second apart in event
+Every account is brand new (no profile in Redis, no domain profile either, but for the campaign's
+domain, registered four days before: the ranking and the stream are all that know ``bbc.co.uk`` or
+``github.com``). Posts are half a second apart in event
 time, with human-paced journeys except where a script is the point."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis
 
 from modstream.harness.traffic import Record
 from schemas import FeedbackEvent
@@ -48,7 +50,9 @@ RELEASE_NOTES = [
     "just tagged 0.9, release notes: https://github.com/{u}/dotfiles",
     "Version 1.4 of my theme is up: https://github.com/{u}/theme/releases",
 ]
-CAMPAIGN_DOMAIN = "clipvault-now.net"  # new: no profile, never seen
+# Registered four days ago, as its profile says: a domain no profile dates is unknown, not young, and
+# a template of distinct links there is a share button's until the accounts show coordination (issue 60).
+CAMPAIGN_DOMAIN = "clipvault-now.net"
 MIRACLE = [  # spam from unknown accounts typing at a human pace
     "Lose 20 pounds in 2 weeks with this miracle pill, doctors hate it",
     "Earn $500 a day from home with this one simple trick, no experience needed, DM me",
@@ -137,7 +141,10 @@ def test_crowds_pass_and_the_campaign_that_looks_like_one_is_stopped() -> None:
     now = datetime.now(UTC)
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)
     with default_models_stack("modstream-crowds-") as (_, ep, settings):
-        asyncio.run(report_all(ep.redis_url, Keyspace(settings.redis_prefix), brigade(settings.group_id, start)))
+        ks = Keyspace(settings.redis_prefix)
+        asyncio.run(report_all(ep.redis_url, ks, brigade(settings.group_id, start)))
+        registered = str(int((now - timedelta(days=4)).timestamp()))
+        redis.Redis.from_url(ep.redis_url).hset(ks.domain(CAMPAIGN_DOMAIN), mapping={"created_at": registered})
         posts = crowds(settings.group_id, start)
         events = sorted((e for wave in CROWDS for e in posts[wave]), key=lambda e: str(e["created_at"]))
         records = [Record(str(e["post_id"]), json.dumps(e).encode(), None) for e in events]

@@ -120,7 +120,7 @@ def test_every_accepted_post_gets_exactly_the_signals_it_asked_for(
         first, again = asyncio.run(count())
         plans = signals.plans(posts, ks, 600)
         assert first == again == MemorySignals().run(plans)
-        assert all(len(signals.values(p, s)) == len(signals.SIGNALS) for p, s in zip(plans, first, strict=True))
+        assert all(len(signals.values(p, s)) == len(signals.COUNTED) for p, s in zip(plans, first, strict=True))
     finally:
         r = redis.Redis.from_url(stack.redis_url)
         for key in r.scan_iter(match=f"{ks.prefix}*"):

@@ -140,13 +140,16 @@ def apply_calls(
     return calls
 
 
-# The stream-kept signals of a batch (workers/state/signals.py has the semantics): for each post,
-# its snapshot if it was counted before (a redelivery), else each count before adding the
-# post, and first sightings; all in one atomic script, so an outage never half-counts a post.
+# The stream-kept signals of a batch (workers/state/signals.py has the semantics, and
+# MemorySignals the reference): for each post, its snapshot if it was counted before (a
+# redelivery), else each count over its rolling window before adding the post, and first
+# sightings; all in one atomic script, so an outage never half-counts a post.
 # On a cluster a post is counted in parts, one per slot its (sharded) keys are in, each part
-# with its own snapshot in that slot (Layout.beside). Keys are KEYS[i]; ARGV names them by i.
-# ARGV: the users cap, then per post (part): snapshot key, post id, snapshot ttl,
-# n, n x (key, field, member or '', ttl), m, m x (key, previous key, field, time, ttl).
+# with its own snapshot in that slot (Layout.beside); a gate and the count it gates share a part.
+# Keys are KEYS[i]; ARGV names them by i. ARGV: the users cap, then per post (part): snapshot key,
+# post id, snapshot ttl, the post's time, n, n x (key, previous key, field, member or '', ttl,
+# since or '', gate: the gating count's place in the part or 0), m, m x (key, previous key, field,
+# time, ttl). Values go back as strings: a Lua number would be cut to an integer.
 _COUNT_SIGNALS = """
 local cap, out, i = tonumber(ARGV[1]), {}, 2
 local function key(at) return KEYS[tonumber(ARGV[at])] end
@@ -157,42 +160,64 @@ local function expire(key, ttl)
     expiring[key] = true
   end
 end
+local function scan(users, w, member, since)  -- (members at or after since, whether member is one)
+  local count, known = 0, false
+  for k = 1, #users, w do
+    local m = string.sub(users, k, k + w - 1)
+    if m == member then known = true end
+    if since == '' or m >= since then count = count + 1 end
+  end
+  return count, known
+end
 while i <= #ARGV do
-  local snap, pid, snap_ttl, n = key(i), ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
-  i = i + 4
-  local m = tonumber(ARGV[i + 4 * n])
-  local f = i + 4 * n + 1
+  local snap, pid, snap_ttl, at, n = key(i), ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  i = i + 5
+  local m = tonumber(ARGV[i + 7 * n])
+  local f = i + 7 * n + 1
   local stored = redis.call('HGET', snap, pid)
   local seen = {}
   if stored then
-    for v in string.gmatch(stored, '[^,]+') do seen[#seen + 1] = tonumber(v) end
+    for v in string.gmatch(stored, '[^,]+') do seen[#seen + 1] = v end
   else
+    local others = {}
     for j = 0, n - 1 do
-      local k, field, member, ttl = key(i + 4 * j), ARGV[i + 4 * j + 1], ARGV[i + 4 * j + 2], ARGV[i + 4 * j + 3]
+      local a = i + 7 * j
+      local k, prev, field, member, ttl = key(a), key(a + 1), ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
+      local since, gate = ARGV[a + 5], tonumber(ARGV[a + 6])
+      local window = ttl / 2
+      local w = 1 - (at % window) / window
+      local held = member == ''  -- whether the key holds the post's count now (a gated one may not)
       if member == '' then
-        seen[#seen + 1] = redis.call('HINCRBY', k, field, 1) - 1
+        local before = tonumber(redis.call('HGET', prev, field) or '0')
+        local v = redis.call('HINCRBY', k, field, 1) - 1 + w * before
+        others[#others + 1] = v
+        seen[#seen + 1] = string.format('%.17g', v)
       else
-        local users = redis.call('HGET', k, field) or ''
-        local w = #member
-        local count, known = #users / w, false
-        for k = 1, #users, w do
-          if string.sub(users, k, k + w - 1) == member then known = true break end
+        local users, earlier = redis.call('HGET', k, field) or '', redis.call('HGET', prev, field) or ''
+        local width = #member
+        local count, known = scan(users, width, member, since)
+        local before, known_before = scan(earlier, width, member, since)
+        if since ~= '' then w = 1 end  -- a window of days: the members say which days are in it
+        local mine = (known and 1 or 0) + w * (known_before and 1 or 0)
+        others[#others + 1] = count + w * before - mine
+        seen[#seen + 1] = string.format('%.17g', count + w * before)
+        if (gate == 0 or others[gate] > 0) and not known and #users / width < cap then
+          redis.call('HSET', k, field, users .. member)
         end
-        seen[#seen + 1] = count
-        if not known and count < cap then redis.call('HSET', k, field, users .. member) end
+        held = users ~= '' or redis.call('HEXISTS', k, field) == 1
       end
-      expire(k, ttl)
+      if held then expire(k, ttl) end
     end
     for j = 0, m - 1 do
-      local k, prev, field, at, ttl = key(f + 5 * j), key(f + 5 * j + 1), ARGV[f + 5 * j + 2],
+      local k, prev, field, t, ttl = key(f + 5 * j), key(f + 5 * j + 1), ARGV[f + 5 * j + 2],
         tonumber(ARGV[f + 5 * j + 3]), ARGV[f + 5 * j + 4]
       local here, before = tonumber(redis.call('HGET', k, field)), tonumber(redis.call('HGET', prev, field))
-      local earliest = at
+      local earliest = t
       if here and here < earliest then earliest = here end
       if before and before < earliest then earliest = before end
-      if not here or at < here then redis.call('HSET', k, field, at) end
+      if not here or t < here then redis.call('HSET', k, field, t) end
       expire(k, ttl)
-      seen[#seen + 1] = earliest
+      seen[#seen + 1] = tostring(earliest)
     end
     redis.call('HSET', snap, pid, table.concat(seen, ','))
     expire(snap, snap_ttl)
@@ -211,16 +236,20 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
     for i, p in enumerate(plans):
         parts: dict[int, tuple[list[tuple[int, str, Count]], list[tuple[int, str, FirstSeen]]]] = {}
         for at, c in enumerate(p.counts):
-            key, group = layout.spread(c.key, c.field)
+            key, group = layout.spread(c.key, c.shard or c.field)
             parts.setdefault(group, ([], []))[0].append((at, key, c))
         for at, f in enumerate(p.first_seen, len(p.counts)):
             key, group = layout.spread(f.key, f.field)
             parts.setdefault(group, ([], []))[1].append((at, key, f))
         for group, (counts, firsts) in parts.items():
             call = calls(group)
-            call.args += [call.key(layout.beside(p.snapshot, group)), p.field, p.snapshot_ttl_s, len(counts)]
+            call.args += [call.key(layout.beside(p.snapshot, group)), p.field, p.snapshot_ttl_s, p.created_at]
+            call.args.append(len(counts))
+            place = {at: n for n, (at, _, _) in enumerate(counts, 1)}  # a gate's place in this part
             for _, key, c in counts:
-                call.args += [call.key(key), c.field, c.member, c.ttl_s]
+                previous, _ = layout.spread(c.previous, c.shard or c.field)  # same shard, same group
+                gate = place[c.gate] if c.gate >= 0 else 0
+                call.args += [call.key(key), call.key(previous), c.field, c.member, c.ttl_s, c.since, gate]
             call.args.append(len(firsts))
             for _, key, f in firsts:
                 previous, _ = layout.spread(f.previous, f.field)  # same field: same shard, same group

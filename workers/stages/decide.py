@@ -39,6 +39,7 @@ from workers.state.features import (
     check_contract,
 )
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
+from workers.text.urls import POPULAR
 
 STAGE = "decide"
 FIRST_STAGE = "first_stage"  # the stage's metric label, its stage score's key and its directory in a bundle
@@ -179,6 +180,7 @@ def facts_of(post: Post) -> PostFacts:
         url_count=len(post.links),
         suffix=link.suffix if link else None,
         subdomain_depth=link.subdomain_depth if link else None,
+        popular=link is not None and link.domain in POPULAR,
         journey=e.journey,
         created_at=e.created_at.timestamp(),
     )

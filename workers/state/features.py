@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas import JourneyStep
-from workers.state.signals import SIGNALS
+from workers.state.signals import COUNTED, SIGNALS
 
 FEATURES: tuple[str, ...] = (
     "text_spam_prob",
@@ -87,7 +87,12 @@ class ContractMismatch(RuntimeError):
     pass
 
 
-NO_SIGNALS = (NAN,) * len(SIGNALS)
+NO_SIGNALS = (NAN,) * len(COUNTED)
+# A domain registered this recently is young: a template its accounts repeat there is a campaign's
+# copies. A domain no profile dates is unknown, not young: there a template (a share button's one
+# sentence with each sharer's own link) counts only with a replayed journey (docs/WAVES.md).
+YOUNG_DOMAIN_DAYS = 30.0
+_COPIES, _JOURNEY = SIGNALS.index("campaign_domain_copies_1h"), SIGNALS.index("campaign_journey_users_1h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +103,7 @@ class Profile:
     url: Mapping[str, str] = field(default_factory=dict)
     domain: Mapping[str, str] = field(default_factory=dict)
     ip: Mapping[str, str] = field(default_factory=dict)
-    signals: tuple[float, ...] = NO_SIGNALS  # in SIGNALS order
+    signals: tuple[float, ...] = NO_SIGNALS  # in COUNTED order (signals.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,7 @@ class PostFacts:
     subdomain_depth: int | None
     journey: Sequence[JourneyStep]
     created_at: float  # epoch seconds
+    popular: bool = False  # the first link's domain is in the popularity prior (workers/text/urls.py POPULAR)
 
 
 def _num(m: Mapping[str, str], key: str) -> float:
@@ -139,11 +145,28 @@ def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float,
     return float(len(steps)), float(offsets[-1]), float(min(gaps)) if gaps else NAN, 0.0
 
 
+def stream_signals(counted: Sequence[float], domain_age_days: float, popular: bool = False) -> list[float]:
+    """The signal features (SIGNALS order) from what the stream counted (COUNTED order). Copies are
+    the accounts that repeated content on the domain; a template's repeats count as copies where
+    the domain is young, or where one journey was replayed to repeat it. On a popular domain crowds
+    gather and clients replay their share flows: only content is copied there, and a journey is no
+    coordination (popularity lowers the weight of counts; it vouches for no link)."""
+    out = list(counted[: len(SIGNALS)])
+    if popular:
+        out[_JOURNEY] = min(out[_JOURNEY], 0.0)  # NaN (no link) stays NaN
+    elif domain_age_days < YOUNG_DOMAIN_DAYS:  # NaN (no profile) compares false: unknown is not young
+        out[_COPIES] = counted[-1]
+    elif out[_JOURNEY] > 0:
+        out[_COPIES] = max(out[_COPIES], out[_JOURNEY])
+    return out
+
+
 def assemble(
     facts: PostFacts, profile: Profile, text_prob: float | None, ngram_prob: float | None = None
 ) -> list[float]:
     """One feature row, in FEATURES order."""
     u, url, d, ip, now = profile.user, profile.url, profile.domain, profile.ip, facts.created_at
+    domain_age = _age_days(d, "created_at", now)
     row = [
         NAN if text_prob is None else text_prob,
         NAN if ngram_prob is None else ngram_prob,
@@ -159,13 +182,13 @@ def assemble(
         _num(u, "email_disposable"),
         float(facts.url_count),
         _num(url, "reports"),
-        _age_days(d, "created_at", now),
+        domain_age,
         _num(d, "reputation"),
         _num(d, "reports"),
         NAN if facts.subdomain_depth is None else float(facts.subdomain_depth),
         NAN if facts.suffix is None else float(facts.suffix.rsplit(".", 1)[-1] in RISKY_TLDS),
         _num(ip, "spam_posts"),
-        *profile.signals,
+        *stream_signals(profile.signals, domain_age, facts.popular),
         *journey_features(facts.journey),
     ]
     assert len(row) == len(FEATURES)

@@ -7,8 +7,9 @@ marker per applied event), so a redelivered batch leaves the counters exact.
 A user report is a vote, not a decision: it counts once per reporter and target (the poster,
 each URL, each domain, the post itself; for as long as the store keeps its markers, the applied
 TTL), weighted by the reporter's record of reports that moderators confirmed or refuted. A
-moderator's label is a decision: it counts in full every time, and marks the record of each
-account that reported the post, once per reporter and post.
+moderator's label is a decision: it counts in full every time, and marks the record of the
+accounts that reported the post, once per reporter and post: a ham label refutes each of them, a
+spam label confirms at most :data:`CONFIRMED_PER_LABEL`, so weight is earned over many targets.
 
 Field names are the ones :mod:`workers.state.features` reads, and keys come from the
 :class:`Keyspace` and :func:`extract_links`, so what the feedback worker writes is
@@ -17,13 +18,14 @@ exactly what the moderation worker enriches with.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from schemas import FeedbackEvent
 from workers.state.keyspace import Keyspace
-from workers.text.urls import WELL_KNOWN, extract_links
+from workers.text.urls import POPULAR, SHARED, extract_links
 
 # Hash fields. "reports"/"spam_posts" feed features; "spam_reports" (moderator spam
 # labels per domain) is the feedback worker's own, used only for ban decisions.
@@ -44,6 +46,10 @@ USER, URL, DOMAIN, POST = "user", "url", "domain", "post"
 # weight (20 confirmed: 0.95) and a record of mostly refuted reports weighs next to nothing.
 PRIOR_CONFIRMED = 0.02
 PRIOR_REFUTED = 1.0
+# The reporters one spam label confirms, at most: a brigade that piles onto one blatant spam post
+# cannot earn its weight there all at once. Which ones is a hash of reporter and post: stable
+# under redelivery, and no reporter can choose to be among them. A ham label refutes them all.
+CONFIRMED_PER_LABEL = 3
 # How long a post's reporters are kept for its label to judge them (and each judgement's
 # marker, so a later label of the post cannot judge them again).
 REPORTERS_TTL_S = 30 * 24 * 3600
@@ -191,7 +197,7 @@ def change(event_id: str, e: FeedbackEvent, ks: Keyspace, weight: float, reporte
     # Several links to one domain are still one report about that domain. A well-known host is a
     # platform, not a party to the post (its links are each someone's own content): reports and
     # labels count on the URL and the poster, never against the host, which no label count bans.
-    domains = frozenset(link.domain for link in links if link.domain not in WELL_KNOWN)
+    domains = frozenset(link.domain for link in links if link.domain not in POPULAR and link.domain not in SHARED)
     if e.kind == "user_report":
         targets = {ks.user(e.user_id): USER} | {ks.url(link.url): URL for link in links}
         targets |= {ks.domain(domain): DOMAIN for domain in domains}
@@ -211,8 +217,14 @@ def change(event_id: str, e: FeedbackEvent, ks: Keyspace, weight: float, reporte
         if e.ip is not None:
             inc[ks.ip(e.ip), SPAM_POSTS] += 1
             ips = frozenset({e.ip})
+    if spam:
+        reporters = frozenset(sorted(reporters, key=lambda r: _draw(r, e.post_id))[:CONFIRMED_PER_LABEL])
     judgement = Judgement(e.post_id, CONFIRMED if spam else REFUTED, reporters) if reporters else None
     return Change(event_id, dict(inc), dict(penalties), domains, ips, judgement=judgement)
+
+
+def _draw(reporter: str, post_id: str) -> bytes:
+    return hashlib.blake2b(f"{reporter}\0{post_id}".encode(), digest_size=8).digest()
 
 
 def plan(events: Mapping[str, FeedbackEvent], ks: Keyspace, known: Reporters = NEW_REPORTERS) -> Plan:

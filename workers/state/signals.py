@@ -12,19 +12,26 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   entity), never a key per entity: a key costs ~200 bytes of Redis overhead, a field ~60.
 * "Posts per X" counts posts; "users per X" counts distinct users, exactly up to
   :data:`USERS_CAP` (past that a campaign is a campaign).
-* Windows are tumbling buckets of event time (``created_at``): the 1 h signal counts the
-  posts of the post's clock hour, the 24 h signal those of its UTC day. A bucket's hash
-  expires two windows after it was created, so memory follows the traffic of two windows.
+* Windows roll: a count reads the current bucket of event time (``created_at``) and the one
+  before it, weighted by the share of the window that still overlaps it (``1 - elapsed/window``:
+  the usual sliding-window estimate), so no count falls to zero at a clock hour or a UTC midnight.
+  ``domain_days_30d`` counts the distinct days of the last thirty exactly. A bucket's hash expires
+  two windows after it was created, so memory follows the traffic of two windows.
 * First sightings keep the earliest ``created_at`` of a URL (a domain) over the current
   and the previous 2-day (30-day) bucket; a post sees the earlier of that and its own time.
-* Campaign signals compare texts with their links reduced to their site
-  (:func:`workers.text.urls.site`: the registrable domain, so a unique path per copy does not hide a
-  copy; but a user's own page on a shared host, or the link itself on a well-known host, so a
-  share button's sentence with each sharer's own link is no copy). Per site the stream counts
-  the distinct users of the hour, the distinct text fingerprints (a campaign's users repeat a
-  few texts, sharers write their own) and the users who came by the same UI journey (step
-  names and bucketed gaps); per domain, the distinct users of short windows and the days it
-  was seen on (popularity, which never counts against a post).
+* A share is not a copy. A post's *content* is its text with its links' landings
+  (:func:`workers.text.urls.landing`: the same page however it was shared); its *template* the text
+  with each link reduced to its registrable domain. Per domain the stream counts, in the hour, the
+  accounts that posted content another account had already posted there (copies), the accounts
+  that posted a template another had (template copies: a share button's sentence with each sharer's
+  own link is one template), and the accounts that posted a template by the UI journey another had
+  posted it by (journey copies: one script replayed; only for posts with UI steps). A template is no
+  evidence by itself: it counts as copies only where the domain is young or the journey is one
+  (:func:`workers.state.features.assemble`). Each copy count is a set of accounts that only grows:
+  pre-filling a domain with distinct texts erases nothing. Near-duplicates (MinHash bands) and
+  ``campaign_users_24h`` compare the text together with its landings.
+* Per domain the stream also counts the distinct users of short windows and the days it was seen
+  on (popularity, which never counts against a post).
 * What a post saw is kept under its id and the digest of what it counts (its snapshot): a
   redelivered post gets exactly the values of its first delivery and counts nothing
   again, even when other posts arrived in between. This is what makes counting idempotent;
@@ -69,10 +76,14 @@ _MIX = 1_000_003  # combines two 32-bit word hashes into a bigram hash: < 2**63
 # A campaign's near-copies share their opening; hashing an e-mail-length text in full costs ~1 ms.
 MAX_WORDS = 128
 _BAND = "band"  # the per-band counts behind campaign_neardup_users_24h
-_TEXTS = "site_texts_1h"  # distinct text fingerprints per site, behind campaign_domain_copies_1h
-_SHARERS = "site_users_1h"  # distinct users per site, behind campaign_domain_copies_1h
+# Per domain and hour: the accounts before this post that posted this content, template or
+# (template, journey) there; each only gates whether the post's account joins the copies beside it.
+_SAME_CONTENT, _SAME_TEMPLATE, _SAME_JOURNEY = "same_content_1h", "same_template_1h", "same_journey_1h"
+# Read by features.assemble, which knows whether the domain is young: not a feature itself.
+TEMPLATE_COPIES = "campaign_template_copies_1h"
 # A text's fingerprint ignores what templating varies: digits, punctuation, case, spacing.
 _TEMPLATED = re.compile(r"[\W\d_]+")
+_WORDS = re.compile(r"[\W_]+")  # content keeps its numbers: "glad nobody was hurt 17" is someone's own
 _rng = np.random.default_rng(20261123)  # fixed: every worker and the simulator agree on bands
 _A = _rng.integers(1, _PRIME, size=BANDS * ROWS, dtype=np.int64)
 _B = _rng.integers(0, _PRIME, size=BANDS * ROWS, dtype=np.int64)
@@ -83,13 +94,22 @@ _B = _rng.integers(0, _PRIME, size=BANDS * ROWS, dtype=np.int64)
 @dataclass(slots=True)
 class Count:
     """One counted signal at ``(key, field)``: the post counts itself (``member`` empty) or its
-    user (``member``, a token); the feature is the count before it. ``ttl_s`` for a new bucket."""
+    user (``member``, a token); the feature is the count before it, over ``key`` and the bucket
+    before it (``previous``, weighted by its overlap with the rolling window). ``ttl_s`` for a new
+    bucket. ``since``: only members at or after it count (fixed-width hex days: a window of days).
+    ``gate``: the index of another count of the plan; this one's member joins only where that count
+    saw another account (a copy of what someone else posted). ``shard``: the entity whose shard
+    holds it on a cluster (a gate and the count it gates live together)."""
 
     feature: str
     key: str
+    previous: str
     field: str
     member: str
     ttl_s: int
+    since: str = ""
+    gate: int = -1
+    shard: str = ""
 
 
 @dataclass(slots=True)
@@ -170,20 +190,23 @@ def band_hashes(texts: Sequence[str]) -> list[tuple[str, ...]]:
 
 
 def plans(posts: Sequence[Post], ks: Keyspace, snapshot_ttl_s: int) -> list[Plan]:
-    """The signals of a batch, its texts compared with their links reduced to domains."""
+    """The signals of a batch: its templates (links reduced to domains) hashed into bands at once."""
     texts = [reduce_links(p.text) for p in posts]
     bands = band_hashes(texts) if posts else []
     return [plan(p, t, b, ks, snapshot_ttl_s) for p, t, b in zip(posts, texts, bands, strict=True)]
 
 
 def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_ttl_s: int) -> Plan:
-    """The signals of one post: ``text`` is its text with links reduced (:func:`plans`), ``bands``
-    that text's :func:`band_hashes` (batched: it is numpy)."""
+    """The signals of one post: ``text`` is its template (:func:`plans`), ``bands`` that text's
+    :func:`band_hashes` (batched: it is numpy); both are compared beside the post's landings."""
     e, link = post.event, post.links[0] if post.links else None
     t, user = int(e.created_at.timestamp()), token(e.user_id, TOKEN_HEX)
+    landings = " ".join(x.landing for x in post.links)
 
-    def count(feature: str, signal: str, entity: str, window: int, member: str = "") -> Count:
-        return Count(feature, ks.signal(f"{signal}:{window}:{_bucket(t, window)}"), token(entity), member, 2 * window)
+    def count(feature: str, signal: str, entity: str, window: int, member: str = "", **kw: str | int) -> Count:
+        b = _bucket(t, window)
+        key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
+        return Count(feature, key, previous, token(entity), member, 2 * window, **kw)  # type: ignore[arg-type]
 
     def first(feature: str, signal: str, entity: str, window: int) -> FirstSeen:
         b = _bucket(t, window)
@@ -196,23 +219,40 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
         count("user_posts_1h", "up", e.user_id, HOUR),
         count("user_posts_24h", "up", e.user_id, DAY),
         *ip,
-        count("campaign_users_24h", "tu", normalised(text), DAY, user),
-        *(count(f"{_BAND}{i}", f"nu{i}", h, DAY, user) for i, h in enumerate(bands)),
+        count("campaign_users_24h", "tu", f"{normalised(text)} {landings}", DAY, user),
+        *(count(f"{_BAND}{i}", f"nu{i}", f"{h} {landings}", DAY, user) for i, h in enumerate(bands)),
     ]
     firsts: list[FirstSeen] = []
     if link is not None:
+        d, day = link.domain, _bucket(t, DAY)
+        sh = token(d)  # a domain's copy counts and their gates share a shard
+        template = f"{d} {fingerprint(text)}"
+        content = f"{d} {normalised(_WORDS.sub(' ', text))} {landings}"
         counts += [
             count("url_posts_24h", "lp", link.url, DAY),
             count("url_users_24h", "lu", link.url, DAY, user),
-            count("domain_posts_24h", "dp", link.domain, DAY),
-            count("domain_users_24h", "du", link.domain, DAY, user),
-            count("domain_users_10m", "du", link.domain, MINUTES, user),
-            count("domain_users_1h", "du", link.domain, HOUR, user),
-            count(_SHARERS, "su", link.site, HOUR, user),
-            count(_TEXTS, "dt", link.site, HOUR, fingerprint(text)),
-            count("campaign_journey_users_1h", "dj", f"{link.site} {journey_fingerprint(post)}", HOUR, user),
-            count("domain_days_30d", "dd", link.domain, ESTABLISHED_WINDOW, f"{_bucket(t, DAY):0{TOKEN_HEX}x}"),
+            count("domain_posts_24h", "dp", d, DAY),
+            count("domain_users_24h", "du", d, DAY, user),
+            count("domain_users_10m", "du", d, MINUTES, user),
+            count("domain_users_1h", "du", d, HOUR, user, shard=sh),
+            count(
+                "domain_days_30d",
+                "dd",
+                d,
+                ESTABLISHED_WINDOW,
+                f"{day:0{TOKEN_HEX}x}",
+                since=f"{day - 29:0{TOKEN_HEX}x}",
+            ),
         ]
+        copies = [(_SAME_CONTENT, "sc", content, "campaign_domain_copies_1h", "cc")]
+        copies.append((_SAME_TEMPLATE, "st", template, TEMPLATE_COPIES, "tc"))
+        if e.journey:  # no UI steps (a direct API post) is no journey to replay
+            copies.append(
+                (_SAME_JOURNEY, "sj", f"{template} {journey_fingerprint(post)}", "campaign_journey_users_1h", "jc")
+            )
+        for same, signal, entity, copied, into in copies:
+            counts.append(count(same, signal, entity, HOUR, user, shard=sh))
+            counts.append(count(copied, into, d, HOUR, user, gate=len(counts) - 1, shard=sh))
         firsts = [
             first("url_first_seen", "lf", link.url, URL_FIRST_SEEN_WINDOW),
             first("domain_first_seen", "df", link.domain, DOMAIN_FIRST_SEEN_WINDOW),
@@ -238,8 +278,9 @@ SIGNALS: tuple[str, ...] = (
     "domain_users_24h",
     "url_first_seen_hours",
     "domain_first_seen_hours",
-    # Waves on a domain: many users in minutes, few texts among them, one journey among them;
-    # an established domain was posted on many days.
+    # Waves on a domain: many users in minutes; accounts repeating what others posted there (the
+    # same content; the same template where the domain is young or the journey one); accounts
+    # repeating a template by one journey. An established domain was posted on many days.
     "domain_users_10m",
     "domain_users_1h",
     "campaign_domain_copies_1h",
@@ -248,18 +289,28 @@ SIGNALS: tuple[str, ...] = (
 )
 
 
+# What values() returns: the signal features, then what only assemble reads.
+COUNTED: tuple[str, ...] = (*SIGNALS, TEMPLATE_COPIES)
+
+
 def values(p: Plan, returned: Sequence[float]) -> tuple[float, ...]:
-    """Feature values in :data:`SIGNALS` order from what the store returned for ``p`` (in
-    :attr:`Plan.features` order: counts, then first-seen times); NaN where the post has no such entity."""
+    """Values in :data:`COUNTED` order from what the store returned for ``p`` (in
+    :attr:`Plan.features` order: counts, then first-seen times); NaN where the post has no such entity.
+    A post with a link but no UI steps has no journey copies: 0."""
     seen = dict(zip(p.features, returned, strict=True))
     near = [seen[c.feature] for c in p.counts if c.feature.startswith(_BAND)]
     out = dict(seen)
     out["campaign_neardup_users_24h"] = max(near) if near else math.nan  # the most-shared band
-    if _TEXTS in seen:  # the site's users in the hour who repeated a text already seen on it
-        out["campaign_domain_copies_1h"] = max(0.0, seen[_SHARERS] - seen[_TEXTS])
+    if TEMPLATE_COPIES in seen:
+        out.setdefault("campaign_journey_users_1h", 0.0)
     for f in p.first_seen:
         out[f"{f.feature}_hours"] = max(0.0, (p.created_at - seen[f.feature]) / HOUR)
-    return tuple(out.get(name, math.nan) for name in SIGNALS)
+    return tuple(out.get(name, math.nan) for name in COUNTED)
+
+
+def overlap(at: int, window: int) -> float:
+    """The previous bucket's weight in a rolling window ending at ``at``: the share of it still inside."""
+    return 1.0 - (at % window) / window
 
 
 class MemorySignals:
@@ -272,22 +323,34 @@ class MemorySignals:
         self.first: dict[tuple[str, str], int] = {}
         self.snapshots: dict[tuple[str, str], list[float]] = {}
 
+    def _count(self, c: Count, at: int, others: list[float]) -> float:
+        """The count before the post over the rolling window, after which the post is counted;
+        ``others``: per count so far, how many accounts other than the post's it saw (for gates)."""
+        where, before = (c.key, c.field), (c.previous, c.field)
+        w = overlap(at, c.ttl_s // 2)
+        if not c.member:
+            seen = self.posts.get(where, 0) + w * self.posts.get(before, 0)
+            self.posts[where] = self.posts.get(where, 0) + 1
+            others.append(seen)
+            return seen
+        users, earlier = self.users.setdefault(where, []), self.users.get(before, [])
+        if c.since:
+            seen = float(sum(m >= c.since for m in users) + sum(m >= c.since for m in earlier))
+            w = 1.0
+        else:
+            seen = len(users) + w * len(earlier)
+        others.append(len(users) - (c.member in users) + w * (len(earlier) - (c.member in earlier)))
+        if (c.gate < 0 or others[c.gate] > 0) and len(users) < USERS_CAP and c.member not in users:
+            users.append(c.member)
+        return seen
+
     def run(self, plans: Sequence[Plan]) -> list[list[float]]:
         """Per plan, the values in :attr:`Plan.features` order."""
         out = []
         for p in plans:
             if (p.snapshot, p.field) not in self.snapshots:
-                seen: list[float] = []
-                for c in p.counts:
-                    where = (c.key, c.field)
-                    if not c.member:
-                        seen.append(self.posts.get(where, 0))
-                        self.posts[where] = self.posts.get(where, 0) + 1
-                        continue
-                    users = self.users.setdefault(where, [])
-                    seen.append(len(users))
-                    if len(users) < USERS_CAP and c.member not in users:
-                        users.append(c.member)
+                others: list[float] = []
+                seen = [self._count(c, p.created_at, others) for c in p.counts]
                 for f in p.first_seen:
                     here = self.first.get((f.key, f.field))
                     seen.append(min(x for x in (here, self.first.get((f.previous, f.field)), f.at) if x is not None))

@@ -36,35 +36,27 @@ _BARE = (
 _LINK = re.compile(rf"(?P<url>{_URL})|(?P<bare>{_BARE})", re.I)
 _TRAILING = ".,;:!?*"
 
-# Shared hosts where a path names one user's own space (``github.com/<user>``, ``youtube.com/@<user>``):
-# a link there is that user's content, not the host's, so a burst of people linking their own pages
-# is not many accounts pointing at one site.
-_SEGMENT = r"[^/?#]+"
-USER_PATHS: dict[str, re.Pattern[str]] = {
-    host: re.compile(rf"/({pattern})", re.I)
-    for host, pattern in {
-        "github.com": _SEGMENT,
-        "gitlab.com": _SEGMENT,
-        "codeberg.org": _SEGMENT,
-        "bitbucket.org": _SEGMENT,
-        "huggingface.co": _SEGMENT,
-        "youtube.com": rf"@{_SEGMENT}|(?:c|channel|user)/{_SEGMENT}",
-        "medium.com": rf"@{_SEGMENT}",
-        "tiktok.com": rf"@{_SEGMENT}",
-        "twitter.com": _SEGMENT,
-        "x.com": _SEGMENT,
-        "instagram.com": _SEGMENT,
-        "facebook.com": _SEGMENT,
-        "linkedin.com": rf"in/{_SEGMENT}",
-        "reddit.com": rf"(?:u|user|r)/{_SEGMENT}",
-    }.items()
-}
-# Popular and institutional registrable domains (workers/data/DATA_CARD.md), and the shared hosts above.
-WELL_KNOWN: frozenset[str] = frozenset(
-    line
-    for line in files("workers.data").joinpath("well_known_domains.txt").read_text().split("\n")
-    if line and not line.startswith("#")
-) | frozenset(USER_PATHS)
+
+def _listed(name: str) -> frozenset[str]:
+    """A domain list shipped in workers/data (DATA_CARD.md): one a line, ``#`` comments."""
+    text = files("workers.data").joinpath(name).read_text()
+    return frozenset(line for line in text.split("\n") if line and not line.startswith("#"))
+
+
+POPULAR_FILE = "popular_domains.txt"
+# Hosts where what is behind a link is someone else's: link redirectors and shorteners, and shared
+# hosting where anyone publishes under a subdomain. Never popular, never a party to a report.
+SHARED: frozenset[str] = _listed("redirectors.txt") | _listed("shared_hosts.txt")
+# Popular registrable domains: a broad ranking (the CrUX top 100,000), with the institutional domains
+# of the mail world's whitelist that it lacks. Popularity lowers the weight of counts on a domain;
+# it never makes two links one, nor vouches for what is behind a link there.
+POPULAR: frozenset[str] = (_listed(POPULAR_FILE) | _listed("well_known_domains.txt")) - SHARED
+
+
+# Query parameters that say who shared a link and how, not what it shows: dropped from its landing.
+_TRACKING = re.compile(
+    r"^(?:utm_\w+|fbclid|gclid|dclid|msclkid|mc_cid|mc_eid|igshid|si|ref|ref_src|feature|share)$", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +66,15 @@ class Link:
     domain: str  # registrable domain (or the IP / bare host when there is none)
     suffix: str
     subdomain_depth: int
-    site: str  # whose content it is: see :func:`site`
+    landing: str  # what it shows: see :func:`landing`
 
 
-def site(domain: str, path: str, query: str) -> str:
-    """What a link's stream signals count it under. A user's own page on a shared host is that
-    user's site (``github.com/alice``); on a well-known host each link is its own content (a video, an
-    article: a share button's distinct links are not copies); elsewhere the registrable domain, which
-    whoever runs it controls, paths and all."""
-    if (pattern := USER_PATHS.get(domain)) is not None and (m := pattern.match(path)):
-        return f"{domain}/{m.group(1).lower()}"
-    if domain in WELL_KNOWN:
-        return f"{domain}{path.rstrip('/')}{query}"
-    return domain
+def landing(host: str, path: str, query: str) -> str:
+    """Where a link lands, as two links to the same page compare: host without ``www.``, path without
+    a trailing slash, the query without tracking parameters (``utm_*``, ``fbclid``, ...), no scheme or
+    fragment. Two sharers of one article land alike; a share button's links, one per sharer, do not."""
+    kept = "&".join(p for p in query.split("&") if p and not _TRACKING.match(p.partition("=")[0]))
+    return f"{host.removeprefix('www.')}{path.rstrip('/')}{'?' + kept if kept else ''}"
 
 
 @lru_cache(maxsize=65_536)
@@ -131,7 +119,8 @@ def _normalise(raw: str) -> Link | None:
     path = parts.path or ""
     query = f"?{parts.query}" if parts.query else ""
     suffix = domain.partition(".")[2] if "." in domain and not domain[-1].isdigit() else ""
-    return Link(f"{parts.scheme.lower()}://{host}{path}{query}", host, domain, suffix, depth, site(domain, path, query))
+    url = f"{parts.scheme.lower()}://{host}{path}{query}"
+    return Link(url, host, domain, suffix, depth, landing(host, path, parts.query))
 
 
 def _link(m: re.Match[str]) -> Link | None:
@@ -158,16 +147,16 @@ def extract_links(text: str, explicit: Iterable[str] = ()) -> tuple[Link, ...]:
 
 
 def reduce_links(text: str) -> str:
-    """``text`` with each link replaced by its :func:`site`: copies of a campaign that differ only in
-    their link paths on its own domain (one per copy, to track or to dodge filters) read the same;
-    a share button's sentence with each sharer's own video or repository does not."""
+    """``text`` with each link replaced by its registrable domain: the post's template. A campaign's
+    copies with a path of their own each read the same, and so does a share button's sentence with
+    each sharer's own link: a template is evidence only beside coordination (workers/state/signals.py)."""
     text = defang(text)
     if "." not in text:
         return text
 
     def reduced(m: re.Match[str]) -> str:
         link = _link(m)
-        return link.site if link else m.group(0)
+        return link.domain if link else m.group(0)
 
     return _LINK.sub(reduced, text)
 

@@ -26,7 +26,7 @@ from workers.stages import enrich
 from workers.stages.decide import facts_of
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
-from workers.state.signals import SIGNALS
+from workers.state.signals import COUNTED
 from workers.text.encoder import TextEncoder
 
 
@@ -108,7 +108,7 @@ async def test_a_post_without_an_ip_is_enriched_without_ip_history() -> None:
     store = FakeStore()
     no_ip, control = await enrich.enrich(posts, store, KS, 600)
     assert [k for k in store.keys_asked if k.startswith(KS.ip(""))] == [KS.ip("192.0.2.10")]
-    without, with_ip = dict(zip(SIGNALS, no_ip.signals, strict=True)), dict(zip(SIGNALS, control.signals, strict=True))
+    without, with_ip = dict(zip(COUNTED, no_ip.signals, strict=True)), dict(zip(COUNTED, control.signals, strict=True))
     assert math.isnan(without["ip_posts_24h"]) and math.isnan(without["ip_users_24h"])  # missing, as a feature
     assert without["user_posts_1h"] == 0 and with_ip["ip_posts_24h"] == 0 and with_ip["user_posts_1h"] == 1
 

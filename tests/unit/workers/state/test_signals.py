@@ -12,8 +12,9 @@ from tests.unit.fakes import event
 from workers.records import InMsg, Post
 from workers.stages.validate import validate
 from workers.state import signals
+from workers.state.features import stream_signals
 from workers.state.keyspace import Keyspace
-from workers.state.signals import DAY, HOUR, SIGNALS, MemorySignals
+from workers.state.signals import COUNTED, DAY, HOUR, SIGNALS, TEMPLATE_COPIES, MemorySignals
 
 KS = Keyspace("t:")
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC).timestamp()
@@ -28,20 +29,30 @@ def post(pid: str, user: str = "u1", at: float = T0, text: str = "win a free pri
 def run(store: MemorySignals, posts: list[Post]) -> list[dict[str, float]]:
     plans = signals.plans(posts, KS, 600)
     return [
-        dict(zip(SIGNALS, signals.values(pl, s), strict=True)) for pl, s in zip(plans, store.run(plans), strict=True)
+        dict(zip(COUNTED, signals.values(pl, s), strict=True)) for pl, s in zip(plans, store.run(plans), strict=True)
     ]
 
 
-def test_counts_are_as_before_the_post_and_windows_are_event_time_buckets() -> None:
+def test_counts_are_as_before_the_post_and_windows_roll() -> None:
+    """No count falls to zero at a clock hour or a UTC midnight: the bucket before weighs what of it
+    the window still covers."""
     store = MemorySignals()
-    first, second, next_hour, next_day = run(
+    first, second, next_hour, half_past, next_day = run(
         store,
-        [post("a"), post("b", at=T0 + 60), post("c", at=T0 + HOUR), post("d", at=T0 + DAY)],
+        [
+            post("a"),
+            post("b", at=T0 + 60),
+            post("c", at=T0 + HOUR),
+            post("d", at=T0 + HOUR + HOUR / 2),
+            post("e", at=T0 + DAY),
+        ],
     )
     assert (first["user_posts_1h"], first["user_posts_24h"]) == (0, 0)
     assert (second["user_posts_1h"], second["user_posts_24h"]) == (1, 1)
-    assert (next_hour["user_posts_1h"], next_hour["user_posts_24h"]) == (0, 2)  # a new hour, the same day
-    assert (next_day["user_posts_1h"], next_day["user_posts_24h"]) == (0, 0)
+    assert (next_hour["user_posts_1h"], next_hour["user_posts_24h"]) == (2, 2)  # the hour before, whole
+    assert half_past["user_posts_1h"] == pytest.approx(1 + 2 / 2)  # c, and half of the hour before
+    # T0 is 10:00 UTC: the day before still weighs 14/24 at 10:00 the next day.
+    assert next_day["user_posts_1h"] == 0 and next_day["user_posts_24h"] == pytest.approx(4 * 14 / 24)
 
 
 def test_distinct_users_count_users_not_posts() -> None:
@@ -89,8 +100,15 @@ def test_campaign_near_copies_by_new_accounts_raise_the_near_duplicate_count() -
 JOURNEY = [{"name": "open_composer", "offset_ms": 0}, {"name": "paste_link", "offset_ms": 900}]
 
 
-def test_a_campaign_with_a_path_per_copy_is_seen_on_its_domain() -> None:
-    """Copies that differ only in their link paths read the same; one journey from many accounts shows."""
+def copies(row: dict[str, float], domain_age_days: float = math.nan, popular: bool = False) -> float:
+    """``campaign_domain_copies_1h`` as the decision model reads it (features.assemble)."""
+    counted = tuple(row[name] for name in COUNTED)
+    return stream_signals(counted, domain_age_days, popular)[SIGNALS.index("campaign_domain_copies_1h")]
+
+
+def test_a_template_with_a_path_per_copy_is_copies_on_a_young_domain_or_by_one_journey() -> None:
+    """A campaign's copies with a path of their own each: one template on the domain. Counted as copies
+    where the domain is young; one journey replayed by many accounts shows on any domain."""
     base = "new post on my page, have a look"
     out = run(
         MemorySignals(),
@@ -99,9 +117,18 @@ def test_a_campaign_with_a_path_per_copy_is_seen_on_its_domain() -> None:
             for i in range(8)
         ],
     )
-    assert [o["campaign_users_24h"] for o in out] == list(range(8))
-    assert [o["campaign_journey_users_1h"] for o in out] == list(range(8))
-    assert out[-1]["campaign_domain_copies_1h"] == 6  # 7 users before it, 1 text among them
+    assert [o["campaign_users_24h"] for o in out] == [0] * 8  # each links its own page: no two the same
+    assert [o[TEMPLATE_COPIES] for o in out] == [0, 0, 1, 2, 3, 4, 5, 6]  # the 2nd account on is a copy
+    assert [o["campaign_journey_users_1h"] for o in out] == [0, 0, 1, 2, 3, 4, 5, 6]
+    assert [copies(o) for o in out] == [0, 0, 1, 2, 3, 4, 5, 6]  # one journey replayed: coordination
+    assert copies(out[-1], domain_age_days=4) == 6
+    assert copies(out[-1], popular=True) == 0  # a crowd's share flow on a popular host is no campaign
+    paced = run(
+        MemorySignals(),
+        [post(f"q{i}", f"u{i}", at=T0 + i, text=f"{base} https://promo.example/r/{i}x{i}") for i in range(8)],
+    )
+    assert copies(paced[-1]) == 0  # each at a pace of their own, on a domain no profile dates: unknown
+    assert copies(paced[-1], domain_age_days=4) == 6  # young
     assert out[-1]["domain_users_10m"] == out[-1]["domain_users_1h"] == 7
 
 
@@ -110,40 +137,61 @@ def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_
     words = ["wow", "read this", "big news today", "cannot believe it", "finally", "sad day", "thread below"]
     shared = run(
         MemorySignals(),
-        [
-            post(f"s{i}", f"u{i}", at=T0 + i, text=w, urls=link, journey=JOURNEY[: 1 + i % 2])
-            for i, w in enumerate(words)
-        ],
+        [post(f"s{i}", f"u{i}", at=T0 + i, text=w, urls=link, journey=JOURNEY) for i, w in enumerate(words)],
     )
     assert shared[-1]["domain_users_1h"] == 6 and shared[-1]["campaign_domain_copies_1h"] == 0
-    assert shared[-1]["campaign_journey_users_1h"] < 6  # two journeys among them
+    assert shared[-1]["campaign_journey_users_1h"] == 0  # one journey, but each their own words
+    assert copies(shared[-1], domain_age_days=2) == 0
     (greeting,) = run(MemorySignals(), [post("g", text="good morning everyone!")])
     assert math.isnan(greeting["campaign_domain_copies_1h"]) and math.isnan(greeting["domain_days_30d"])
 
 
-def test_a_domain_posted_on_many_days_is_established() -> None:
+def test_the_same_words_and_the_same_landing_are_copies_however_the_link_was_shared() -> None:
+    texts = [f"wow https://www.news.example/story?utm_source=app{i}&fbclid=x{i}" for i in range(5)]
+    out = run(MemorySignals(), [post(f"w{i}", f"u{i}", at=T0 + i, text=t) for i, t in enumerate(texts)])
+    assert [o["campaign_domain_copies_1h"] for o in out] == [0, 0, 1, 2, 3]
+    assert [o["campaign_users_24h"] for o in out] == [0, 1, 2, 3, 4]
+
+
+def test_a_domain_posted_on_many_days_is_established_over_a_rolling_thirty_days() -> None:
     link = ["https://daily.example/x"]
-    out = run(MemorySignals(), [post(f"d{i}", f"u{i}", at=T0 + i * DAY, urls=link) for i in range(5)])
-    assert [o["domain_days_30d"] for o in out] == [0, 1, 2, 3, 4]
+    out = run(MemorySignals(), [post(f"d{i}", f"u{i}", at=T0 + i * DAY, urls=link) for i in range(40)])
+    assert [o["domain_days_30d"] for o in out[:5]] == [0, 1, 2, 3, 4]
+    # Never new again at a 30-day boundary: from the 30th day on, the last 29 days before it.
+    assert [o["domain_days_30d"] for o in out[29:]] == [29] * 11
 
 
-BUTTON = "Check out this video on YouTube: https://www.youtube.com/watch?v={}"
+BUTTON = "Check out this track on {}: https://{}/t/{}"
 
 
-def test_a_share_button_wave_on_a_popular_host_is_no_copy_and_a_campaign_reusing_its_sentence_is() -> None:
-    """Sixty people sharing their own videos through one share button are not a campaign; the same
-    sentence from sixty accounts pointing at one new domain is (the adversarial twin)."""
-    wave = [post(f"b{i}", f"u{i}", at=T0 + i, text=BUTTON.format(f"v{i:03d}x"), journey=JOURNEY) for i in range(60)]
+@pytest.mark.parametrize("host", ["www.tunewave.example", "cdn.listen-daily.test", "audiograph.example.org"])
+def test_a_share_button_wave_is_no_copy_on_any_host_and_a_campaign_reusing_its_sentence_on_a_young_one_is(
+    host: str,
+) -> None:
+    """Sixty people sharing their own tracks through one share button are not a campaign, on a host no
+    list names; the same sentence from sixty accounts to one young domain is (the adversarial twin)."""
+    wave = [post(f"b{i}", f"u{i}", at=T0 + i, text=BUTTON.format("the app", host, f"{i:03d}x")) for i in range(60)]
     shared = run(MemorySignals(), wave)
-    assert {o["campaign_domain_copies_1h"] for o in shared} == {0}
+    assert {copies(o) for o in shared} == {0}
     assert {o["campaign_users_24h"] for o in shared} == {0}
-    assert {o["campaign_journey_users_1h"] for o in shared} == {0}  # each video is its own site
+    assert {o["campaign_journey_users_1h"] for o in shared} == {0}
     assert shared[-1]["domain_users_1h"] == signals.USERS_CAP  # popular: which never counts against a post
     campaign = [
-        post(f"c{i}", f"c{i}", at=T0 + i, text=f"Check out this video on YouTube: https://brightpagehub.net/v/{i}x")
+        post(f"c{i}", f"c{i}", at=T0 + i, text=BUTTON.format("the app", "brightpagehub.example", f"{i}x"))
         for i in range(20)
     ]
-    assert run(MemorySignals(), campaign)[-1]["campaign_domain_copies_1h"] == 18  # 19 accounts, one text
+    assert copies(run(MemorySignals(), campaign)[-1], domain_age_days=4) == 18  # 19 accounts, one template
+
+
+def test_pre_filling_a_domain_with_distinct_texts_erases_no_copy() -> None:
+    """A campaign that first posts many distinct texts to its domain from a few accounts (to fill a set of
+    distinct texts) still shows every account that repeated the template after."""
+    seed = [post(f"s{i}", f"seed{i % 4}", at=T0 + i, text=f"note {i}: https://promo.example/{i}") for i in range(40)]
+    copy_posts = [
+        post(f"c{i}", f"c{i}", at=T0 + 40 + i, text=f"have a look https://promo.example/x{i}") for i in range(40)
+    ]
+    out = run(MemorySignals(), seed + copy_posts)
+    assert copies(out[-1], domain_age_days=4) == signals.USERS_CAP  # 38 copies before it, capped
 
 
 def test_release_notes_linking_each_authors_own_page_on_a_shared_host_are_no_copies() -> None:
@@ -153,10 +201,9 @@ def test_release_notes_linking_each_authors_own_page_on_a_shared_host_are_no_cop
     ]
     out = run(
         MemorySignals(),
-        [post(f"r{i}", f"dev{i}", at=T0 + i, text=notes[i % 2].format(f"dev{i}"), journey=JOURNEY) for i in range(33)],
+        [post(f"r{i}", f"dev{i}", at=T0 + i, text=notes[i % 2].format(f"dev{i}")) for i in range(33)],
     )
-    assert {o["campaign_domain_copies_1h"] for o in out} == {0}
-    assert {o["campaign_journey_users_1h"] for o in out} == {0}
+    assert {copies(o) for o in out} == {0}
     assert out[-1]["domain_users_1h"] == signals.USERS_CAP  # github.com: popular, never evidence
 
 
