@@ -34,7 +34,7 @@ CODE_PACKAGES = ("schemas", "workers", "training")
 TEXT_ENTRY = "training.text_model.train"
 DECISION_ENTRY = "training.decision_model"
 TRAINING_DATA = "training/data"
-WORKER_DATA = "workers/data"  # the well-known domains the signals (and so the simulator) read
+WORKER_DATA = "workers/data"  # the domain lists the signals and the decide stage (so the simulator) read
 DATA_SUFFIXES = (".csv", ".jsonl")
 CHITCHAT_PACKAGE = "chitchat-dataset"  # the default posts' ham (training.corpora.posts)
 
