@@ -125,10 +125,15 @@ def stack_left_up(endpoints: Endpoints | None, state_dir: Path) -> None:
 
 
 def stack_exports(endpoints: Endpoints, repo: Path) -> None:
-    """What the learning loop's commands need to reach this stack (a promotion loads text models)."""
+    """What workers and the learning loop's commands need to reach this stack (a promotion loads text
+    models), with the sessions the embedded broker wants: a killed worker's successor decides again
+    within seconds."""
+    from modstream.stack.local import EMBEDDED_SETTINGS
+
+    fast = " ".join(f"{k}={v}" for k, v in EMBEDDED_SETTINGS.items())
     console.print(
         f"export MODSTREAM_KAFKA_BOOTSTRAP={endpoints.kafka_bootstrap} MODSTREAM_REDIS_URL={endpoints.redis_url} "
-        f"MODSTREAM_TRITON_URL={endpoints.triton_grpc} MODSTREAM_TRITON_REPO={repo.absolute()}",
+        f"MODSTREAM_TRITON_URL={endpoints.triton_grpc} MODSTREAM_TRITON_REPO={repo.absolute()} {fast}",
         highlight=False,
         soft_wrap=True,
     )

@@ -23,10 +23,11 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from training.calibration import ece
 from training.corpora.labelled import Example
 from training.simulator import KS, WAVES, SimPost, Simulator, World
+from workers.config import DEFAULT_CAMPAIGN_ACTION
 from workers.metrics import TEXT_SCORE_KEY, score_histogram
 from workers.model_cards import DecisionModelCard, Thresholds
 from workers.records import InMsg, Post
-from workers.stages.decide import FIRST_STAGE, TEXT_MASK, facts_of
+from workers.stages.decide import FIRST_STAGE, TEXT_MASK, DecisionModel, facts_of, judge
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
@@ -181,6 +182,17 @@ class Evaluation:
 def _decisions(p: FloatArray, th: Thresholds) -> dict[str, int]:
     """How many of a slice's posts each decision got (a wave's posts share one label)."""
     return {d: int(sum(th.classify(float(x)) == d for x in p)) for d in ("allow", "review", "block")}
+
+
+def served_waves(model_dir: Path, x: FloatArray, waves: npt.NDArray[np.str_]) -> dict[str, dict[str, int]]:
+    """Per kind of wave, its test posts' decisions as the worker serves them: the saved model's score
+    and the decide stage's rules (the campaign action, the text and sender rules) together."""
+    model = DecisionModel.load(model_dir)
+    at = np.nonzero(np.isin(waves, WAVES))[0]
+    probs, contribs = model.predict(x[at])
+    rows = zip(at, probs, contribs, strict=True)
+    decided = np.array([judge(model, x[i], float(p), c, DEFAULT_CAMPAIGN_ACTION)[0] for i, p, c in rows])
+    return {w: {d: int(np.sum((waves[at] == w) & (decided == d))) for d in ("allow", "review", "block")} for w in WAVES}
 
 
 def evaluate(y: Labels, p: FloatArray, th: Thresholds) -> Evaluation:
@@ -412,7 +424,6 @@ def train_decision(
         validation=evaluate(yv, fitted.predict(xv), th),
         validation_rows=xv,
         test=evaluate(ys, ps, th),
-        waves={wave: _decisions(ps[test_waves == wave], th) for wave in WAVES},
         without_text={label: _decisions(pb[ys == y], th) for label, y in (("ham", 0), ("spam", 1))},
         simulator={
             "seed": seed,
@@ -423,6 +434,8 @@ def train_decision(
             "stream_signals": int(signals),
         },
     )
+    card = card.model_copy(update={"waves": served_waves(out, xs, test_waves)})
+    card.save(out)
     stage1 = first_stage(_degrade(xt, rng), yt, xv, yv, fitted, FIRST_STAGE_AGREEMENT)
     p1v = stage1.predict(without_transformer(xv))
     save(

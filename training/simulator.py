@@ -81,6 +81,9 @@ SHARE_BUTTONS = (
     "Found this on eBay: https://www.ebay.com/itm/{}",
     "My photo on Flickr https://www.flickr.com/photos/{}",
 )
+# What apps' own share buttons write (the integration tests' sentences and hosts are others).
+APP_BUTTONS = ("My {noun} on {app}:", "Check out my {noun} on {app}", "I just finished this {noun} with {app}")
+APP_SYLLABLES = ("ka", "ro", "mi", "sta", "ve", "lo", "bu", "zi", "nor", "pe", "tu", "gra")
 CAMPAIGN_BUTTON_P = 0.25  # campaigns that reuse a share button's sentence for their own domain
 CAMPAIGN_HUMAN_PACE_P = 0.3  # campaigns whose accounts each fake a human-paced journey (no script to see)
 CAMPAIGN_DOMAIN_DAYS = 21.0  # a campaign's domain was registered this many days ago at most
@@ -382,11 +385,16 @@ class Simulator:
         ]
 
     def _button(self) -> str:
-        """A share button of an app on a host of its own: old or unknown to the platform, never listed."""
+        """A share button of an app on a host of its own, named as apps are (no list names it): known
+        to the platform for years, or (half of them) not at all."""
         r = self.rng
-        host = self._domain(spam=False, i=self.seq)
+        app = "".join(pick(r, APP_SYLLABLES) for _ in range(int(r.integers(2, 4))))
+        host = f"{app}.{pick(r, ('com', 'app', 'io', 'co', 'net'))}"
+        if r.random() < 0.5:
+            self.world.hashes[KS.domain(host)] = {"created_at": f"{self.now - _lognormal(r, 2000, 0.8) * DAY:.12g}"}
         noun = pick(r, ("track", "workout", "recipe", "petition", "clip", "playlist", "route"))
-        return f"My {noun} on {host.split('.')[0]}: https://{host}/{noun[0]}/{{}}"
+        sentence = pick(r, APP_BUTTONS).format(noun=noun, app=app.capitalize())
+        return f"{sentence} https://{host}/{noun[0]}/{{}}"
 
     def _wave_kind(self, label: int) -> str:
         """The wave a draw of a text of ``label`` starts, or "" for none."""

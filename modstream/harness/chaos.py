@@ -31,7 +31,7 @@ from rich.console import Console
 from modstream.harness.bench import worker_env, worker_process
 from modstream.harness.traffic import Collector, Outcomes, Record, produce_all
 from modstream.serving.triton_repo import build_repo
-from modstream.stack.local import Endpoints, LocalStack, S3Standin, create_topics
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, LocalStack, S3Standin, create_topics
 from schemas import FeedbackEvent
 from workers.config import Settings
 from workers.state.keyspace import Keyspace
@@ -344,7 +344,7 @@ class Suite:
             "metrics_port": 0,
             "batch_max_wait_s": 0.02,
             # Tansu: a join waits about one session, and so does a killed worker's successor.
-            "session_timeout_s": 1.0,
+            "session_timeout_s": EMBEDDED_SESSION_TIMEOUT_S,
         }
         return Settings(**{**base, **overrides})  # type: ignore[arg-type]
 

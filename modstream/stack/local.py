@@ -44,6 +44,14 @@ from modstream.stack import paths
 STATE_FILE = "stack.json"
 HOST = "127.0.0.1"
 STOP_GRACE_S = 10.0
+# The embedded broker (Tansu) holds a group join about one session and a killed worker's partitions
+# for its session: what `stack up` tells a user to run workers with, and what the chaos runs use.
+# The production default (6 s, workers/config.py) stays right for Apache Kafka's session floor.
+EMBEDDED_SESSION_TIMEOUT_S = 1.0
+EMBEDDED_SETTINGS = {
+    "MODSTREAM_SESSION_TIMEOUT_S": f"{EMBEDDED_SESSION_TIMEOUT_S:g}",
+    "MODSTREAM_FEEDBACK_SESSION_TIMEOUT_S": f"{EMBEDDED_SESSION_TIMEOUT_S:g}",
+}
 REDIS_HINT = "redis-server is not on PATH: install it (apt-get install redis-server) or pass a reachable redis_url"
 S3_BUCKET = "tansu"
 S3_DIR = "s3"  # under the state dir: the durable broker's topics

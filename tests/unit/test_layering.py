@@ -38,7 +38,7 @@ FLOORS: dict[str, list[set[str]]] = {
     ],
     "modstream": [
         {"import_graph"},
-        {"serving"},
+        {"serving", "ranking"},
         {"stack"},
         {"loop"},
         {"harness"},

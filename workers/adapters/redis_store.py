@@ -247,7 +247,8 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
             call.args.append(len(counts))
             place = {at: n for n, (at, _, _) in enumerate(counts, 1)}  # a gate's place in this part
             for _, key, c in counts:
-                previous, _ = layout.spread(c.previous, c.shard or c.field)  # same shard, same group
+                # The bucket before lives in the same shard, so in the same group.
+                previous = layout.spread(c.previous, c.shard or c.field)[0] if layout.cluster else c.previous
                 gate = place[c.gate] if c.gate >= 0 else 0
                 call.args += [call.key(key), call.key(previous), c.field, c.member, c.ttl_s, c.since, gate]
             call.args.append(len(firsts))

@@ -92,7 +92,19 @@ NO_SIGNALS = (NAN,) * len(COUNTED)
 # copies. A domain no profile dates is unknown, not young: there a template (a share button's one
 # sentence with each sharer's own link) counts only with a replayed journey (docs/WAVES.md).
 YOUNG_DOMAIN_DAYS = 30.0
-_COPIES, _JOURNEY = SIGNALS.index("campaign_domain_copies_1h"), SIGNALS.index("campaign_journey_users_1h")
+_COPIES, _JOURNEY, _SHARERS, _NEAR, _SAME = (
+    SIGNALS.index(f)
+    for f in (
+        "campaign_domain_copies_1h",
+        "campaign_journey_users_1h",
+        "domain_users_1h",
+        "campaign_neardup_users_24h",
+        "campaign_users_24h",
+    )
+)
+# A journey is replayed when a quarter of the domain's accounts in the hour repeated a template by it:
+# a UI journey's fingerprint is coarse, and two of sixty people at their own pace can match by chance.
+REPLAYED_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,15 +160,18 @@ def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float,
 def stream_signals(counted: Sequence[float], domain_age_days: float, popular: bool = False) -> list[float]:
     """The signal features (SIGNALS order) from what the stream counted (COUNTED order). Copies are
     the accounts that repeated content on the domain; a template's repeats count as copies where
-    the domain is young, or where one journey was replayed to repeat it. On a popular domain crowds
-    gather and clients replay their share flows: only content is copied there, and a journey is no
-    coordination (popularity lowers the weight of counts; it vouches for no link)."""
+    the domain is young, or where one journey was replayed to repeat it (by a quarter of the domain's
+    accounts in the hour, :data:`REPLAYED_SHARE`). On a popular domain crowds gather and clients
+    replay their share flows: only content is copied there (near-duplicates count as far as exact
+    copies do), and a journey is no coordination (popularity lowers the weight of counts; it vouches
+    for no link)."""
     out = list(counted[: len(SIGNALS)])
-    if popular:
+    if popular:  # people sharing one article write alike: only the same words to the same page count
         out[_JOURNEY] = min(out[_JOURNEY], 0.0)  # NaN (no link) stays NaN
+        out[_NEAR] = min(out[_NEAR], out[_SAME])
     elif domain_age_days < YOUNG_DOMAIN_DAYS:  # NaN (no profile) compares false: unknown is not young
         out[_COPIES] = counted[-1]
-    elif out[_JOURNEY] > 0:
+    elif out[_JOURNEY] > 0 and out[_JOURNEY] >= REPLAYED_SHARE * out[_SHARERS]:
         out[_COPIES] = max(out[_COPIES], out[_JOURNEY])
     return out
 

@@ -147,8 +147,10 @@ def token(value: str, digits: int = 16) -> str:
     return hashlib.blake2b(value.encode(), digest_size=digits // 2).hexdigest()
 
 
-def _bucket(t: int, window: int) -> int:
-    return t // window
+@functools.lru_cache(maxsize=1024)  # a batch's posts share their buckets: two keys a count, built once
+def _buckets(ks: Keyspace, signal: str, window: int, bucket: int) -> tuple[str, str]:
+    """The keys of ``signal``'s bucket ``bucket`` of ``window`` seconds and of the one before it."""
+    return ks.signal(f"{signal}:{window}:{bucket}"), ks.signal(f"{signal}:{window}:{bucket - 1}")
 
 
 def normalised(text: str) -> str:
@@ -203,14 +205,21 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
     t, user = int(e.created_at.timestamp()), token(e.user_id, TOKEN_HEX)
     landings = " ".join(x.landing for x in post.links)
 
-    def count(feature: str, signal: str, entity: str, window: int, member: str = "", **kw: str | int) -> Count:
-        b = _bucket(t, window)
-        key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
-        return Count(feature, key, previous, token(entity), member, 2 * window, **kw)  # type: ignore[arg-type]
+    def count(
+        feature: str,
+        signal: str,
+        entity: str,
+        window: int,
+        member: str = "",
+        since: str = "",
+        gate: int = -1,
+        shard: str = "",
+    ) -> Count:
+        key, previous = _buckets(ks, signal, window, t // window)
+        return Count(feature, key, previous, token(entity), member, 2 * window, since, gate, shard)
 
     def first(feature: str, signal: str, entity: str, window: int) -> FirstSeen:
-        b = _bucket(t, window)
-        key, previous = ks.signal(f"{signal}:{window}:{b}"), ks.signal(f"{signal}:{window}:{b - 1}")
+        key, previous = _buckets(ks, signal, window, t // window)
         return FirstSeen(feature, key, previous, token(entity), t, 2 * window)
 
     # A post without an IP (not every platform knows it) has no IP signals: they stay missing.
@@ -224,7 +233,7 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
     ]
     firsts: list[FirstSeen] = []
     if link is not None:
-        d, day = link.domain, _bucket(t, DAY)
+        d, day = link.domain, t // DAY
         sh = token(d)  # a domain's copy counts and their gates share a shard
         template = f"{d} {fingerprint(text)}"
         content = f"{d} {normalised(_WORDS.sub(' ', text))} {landings}"
@@ -257,7 +266,7 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
             first("url_first_seen", "lf", link.url, URL_FIRST_SEEN_WINDOW),
             first("domain_first_seen", "df", link.domain, DOMAIN_FIRST_SEEN_WINDOW),
         ]
-    snapshot = ks.signal(f"snap:{snapshot_ttl_s}:{_bucket(t, snapshot_ttl_s)}")
+    snapshot = ks.signal(f"snap:{snapshot_ttl_s}:{t // snapshot_ttl_s}")
     counted = "\0".join(f"{c.key} {c.field} {c.member}" for c in counts) + "".join(f.field for f in firsts)
     digest = hashlib.blake2b(counted.encode(), digest_size=TOKEN_HEX // 2).hexdigest()  # unique: not via token's cache
     return Plan(snapshot, f"{e.post_id}/{digest}", 2 * snapshot_ttl_s, tuple(counts), tuple(firsts), t)

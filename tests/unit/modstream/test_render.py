@@ -37,8 +37,10 @@ def test_a_stack_left_up_prints_what_the_loop_s_commands_need_as_exports() -> No
     lines = shown(render.stack_left_up, ep, Path("st"))
     assert lines[0] == (
         "export MODSTREAM_KAFKA_BOOTSTRAP=127.0.0.1:9092 MODSTREAM_REDIS_URL=redis://127.0.0.1:6390/0 "
-        f"MODSTREAM_TRITON_URL=127.0.0.1:8001 MODSTREAM_TRITON_REPO={Path('st/triton_repo').absolute()}"
-    )  # one line, to paste as it is: promotion loads text models through Triton's repository
+        f"MODSTREAM_TRITON_URL=127.0.0.1:8001 MODSTREAM_TRITON_REPO={Path('st/triton_repo').absolute()} "
+        "MODSTREAM_SESSION_TIMEOUT_S=1 MODSTREAM_FEEDBACK_SESSION_TIMEOUT_S=1"
+    )  # one line, to paste as it is: promotion loads text models through Triton's repository; the embedded
+    # broker's sessions are short, so a killed worker's successor decides again within seconds
     assert " ".join(lines[1:]).endswith("`modstream stack down --state-dir st/stack`")
 
 

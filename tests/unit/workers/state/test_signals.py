@@ -146,6 +146,31 @@ def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_
     assert math.isnan(greeting["campaign_domain_copies_1h"]) and math.isnan(greeting["domain_days_30d"])
 
 
+def test_two_sharers_whose_journeys_match_by_chance_make_no_template_copies() -> None:
+    """A journey's fingerprint is coarse: among sixty people at their own pace two can match. One journey
+    is coordination only when a third of the domain's accounts in the hour repeated a template by it."""
+    own = [
+        [{"name": "open_composer", "offset_ms": 0}, {"name": "paste_link", "offset_ms": int(1000 * 1.3**i)}]
+        for i in range(28)
+    ]
+    journeys = [JOURNEY, JOURNEY, *own]  # two alike by chance, each other its own
+    out = run(
+        MemorySignals(),
+        [
+            post(
+                f"n{i}",
+                f"u{i}",
+                at=T0 + i,
+                text=f"Read in our paper: https://paper.example/a/{i}x",
+                journey=journeys[i],
+            )
+            for i in range(30)
+        ],
+    )
+    assert out[-1]["campaign_journey_users_1h"] > 0  # a few matched...
+    assert copies(out[-1]) == 0  # ...which is no campaign
+
+
 def test_the_same_words_and_the_same_landing_are_copies_however_the_link_was_shared() -> None:
     texts = [f"wow https://www.news.example/story?utm_source=app{i}&fbclid=x{i}" for i in range(5)]
     out = run(MemorySignals(), [post(f"w{i}", f"u{i}", at=T0 + i, text=t) for i, t in enumerate(texts)])
