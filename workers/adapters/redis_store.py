@@ -201,10 +201,9 @@ while i <= #ARGV do
         local mine = (known and 1 or 0) + w * (known_before and 1 or 0)
         others[#others + 1] = count + w * before - mine
         seen[#seen + 1] = string.format('%.17g', count + w * before)
-        if (gate == 0 or others[gate] > 0) and not known and #users / width < cap then
-          redis.call('HSET', k, field, users .. member)
-        end
-        held = users ~= '' or redis.call('HEXISTS', k, field) == 1
+        local joins = (gate == 0 or others[gate] > 0) and not known and #users / width < cap
+        if joins then redis.call('HSET', k, field, users .. member) end
+        held = joins or users ~= ''
       end
       if held then expire(k, ttl) end
     end

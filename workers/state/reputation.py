@@ -194,9 +194,10 @@ def change(event_id: str, e: FeedbackEvent, ks: Keyspace, weight: float, reporte
     way, and a "ham" label only refutes the post's reporters."""
     spam = e.label == "spam"
     links = extract_links("", e.urls) if spam else []
-    # Several links to one domain are still one report about that domain. A well-known host is a
-    # platform, not a party to the post (its links are each someone's own content): reports and
-    # labels count on the URL and the poster, never against the host, which no label count bans.
+    # Several links to one domain are still one report about that domain. A popular host, a link
+    # redirector or a shared host is a platform, not a party to the post (what its links show is
+    # someone else's): reports and labels count on the URL and the poster, never against the host,
+    # which no label count bans.
     domains = frozenset(link.domain for link in links if link.domain not in POPULAR and link.domain not in SHARED)
     if e.kind == "user_report":
         targets = {ks.user(e.user_id): USER} | {ks.url(link.url): URL for link in links}

@@ -11,7 +11,7 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
 * State lives in one hash per signal and time bucket (fields are short hashes of the
   entity), never a key per entity: a key costs ~200 bytes of Redis overhead, a field ~60.
 * "Posts per X" counts posts; "users per X" counts distinct users, exactly up to
-  :data:`USERS_CAP` (past that a campaign is a campaign).
+  :data:`USERS_CAP` a bucket (past that a campaign is a campaign).
 * Windows roll: a count reads the current bucket of event time (``created_at``) and the one
   before it, weighted by the share of the window that still overlaps it (``1 - elapsed/window``:
   the usual sliding-window estimate), so no count falls to zero at a clock hour or a UTC midnight.
@@ -26,8 +26,9 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   that posted a template another had (template copies: a share button's sentence with each sharer's
   own link is one template), and the accounts that posted a template by the UI journey another had
   posted it by (journey copies: one script replayed; only for posts with UI steps). A template is no
-  evidence by itself: it counts as copies only where the domain is young or the journey is one
-  (:func:`workers.state.features.assemble`). Each copy count is a set of accounts that only grows:
+  evidence by itself: it counts as copies only where the domain is young or one journey was
+  replayed, and on a popular domain only content counts
+  (:func:`workers.state.features.stream_signals`). Each copy count is a set of accounts that only grows:
   pre-filling a domain with distinct texts erases nothing. Near-duplicates (MinHash bands) and
   ``campaign_users_24h`` compare the text together with its landings.
 * Per domain the stream also counts the distinct users of short windows and the days it was seen
