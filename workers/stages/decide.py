@@ -288,7 +288,7 @@ def judge(
       without a link (greetings, a meme) sells nothing, and its text counts as ever. In a wave
       mostly coordinated (:data:`CAMPAIGN_SHARE`), a post the wave took out of "allow" (without the
       campaign signals' push and the discount it would be decided lower) gets ``campaign_action``,
-      its first reason naming the signal.
+      its first reason naming the signal. The discount alone moves a post at most to review.
     * What the sender controls (the client-reported journey) may lower a spam score, but never to
       allow a post that its text calls spam more likely than not.
     * Nothing else allows such a post either: where a text model (the transformer or the n-gram
@@ -319,6 +319,8 @@ def judge(
             Reason.of("campaign", f"{FEATURES[i]}={_value(row, i)} ({push[i]:+.3f}) decided it: {campaign_action}")
         )
     elif seen != decision:  # only the discount moved it
+        if seen == "block":  # blocking for a wave is the campaign action's, and only for campaigns
+            seen = "review"
         notes.append(
             Reason.of(
                 "campaign",

@@ -181,6 +181,21 @@ def test_a_harmless_text_cannot_buy_an_allow_for_a_wave_pointing_at_one_domain(s
     assert (reasons[0].code == "campaign" and f"{signal}=23" in reasons[0].detail) == (expected == "block")
 
 
+def test_the_discount_alone_never_blocks_a_post_in_a_wave_below_the_campaign_share() -> None:
+    """A third of the domain's accounts repeating one another discounts the text's pull by a third;
+    that may take a post to review, never to block: blocking for a wave is the campaign action's."""
+    model = tiny_decision_model()
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    copies, text = FEATURES.index("campaign_domain_copies_1h"), FEATURES.index("text_ngram_spam_prob")
+    row[copies], row[FEATURES.index("domain_users_1h")] = 3.0, 9.0  # a third of the accounts
+    row[text], contrib[text] = 0.03, -9.0  # a harmless text pulls hard toward allow
+    model.bias = 7.5  # with the text: -1.5 (0.18, allow); a third of its pull discounted: +1.5 (0.82, block)
+    prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
+    assert model.thresholds.classify(prob) == "allow"
+    decision, reasons = judge(model, row, prob, contrib, "block")
+    assert decision == "review" and "discounted" in reasons[0].detail
+
+
 @pytest.mark.parametrize("value", [0.0, float("nan")])
 def test_a_campaign_signal_that_saw_no_wave_is_no_campaign(value: float) -> None:
     """A post with no link has no journey-per-domain count (missing), a unique text a zero copy count:
