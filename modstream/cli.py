@@ -270,8 +270,8 @@ def demo(
         render.stack_left_up(endpoints, keep_stack)
     if as_json:
         print(summary.to_json())
-        return
-    render.demo(summary)
+    else:
+        render.demo(summary)
     if summary.lost:
         raise typer.Exit(1)
 
@@ -494,6 +494,9 @@ def retrain(
     min_block_precision: opt.BlockPrecision = None,
     confidence: opt.Confidence = None,
     dead_letter: opt.DeadLetter = True,
+    promote_if_better: Annotated[
+        bool, typer.Option(help="Serve the new bundle (as `models promote`) when the gate says better: for a schedule")
+    ] = False,
 ) -> None:
     """The weekly retrain: labelled posts and their texts, text model, rescore, decision model,
     gate, report. Exit 0 when the challenger is better, 1 when not, 2 on bad input."""
@@ -514,7 +517,11 @@ def retrain(
     except (DatasetError, RangeError) as exc:
         _misconfigured(str(exc))
     print(json.dumps(done.report, indent=2, default=str))
-    _gated(done.decided, out)
+    _gated(done.decided, out)  # exits 1 unless better
+    if promote_if_better:
+        from modstream.loop.promotion import promote_configured
+
+        _switch(lambda s: promote_configured(s, out))
 
 
 @app.command("replay")

@@ -1,5 +1,5 @@
 """A new platform's first weeks through the loop, end to end on the embedded stack, with the
-README's commands: ``python -m modstream.harness.trial [--out DIR]``.
+commands docs/LOOP.md runs: ``python -m modstream.harness.trial [--out DIR]``.
 
 The platform is training/corpora/platforms.py's Instagram comments, which no default model trains on:
 a labelled history, then the next week. Two workers on the same stack, each with its own topics
@@ -7,8 +7,10 @@ and Redis keys, so both see the same history before the next week:
 
 * **before**: the default bundle decides the history, then the next week;
 * **after**: the default bundle decides the history, moderators label all of it on the feedback
-  topic, ``modstream retrain`` runs over its range, ``modstream models promote`` serves the result
-  hot, and the same worker, never restarted, decides the next week.
+  topic (``--label-noise``, default 5%, of their ham labels on spam posts, as real moderation
+  misses scams; the next week is judged on the true labels), ``modstream retrain`` runs over its
+  range, ``modstream models promote`` serves the result hot, and the same worker, never
+  restarted, decides the next week.
 
 The retrain runs at its shipped defaults (``--epochs`` alone can change its text model's), and
 the result is promoted whatever the gate said, so that the figures show what it would serve; the
@@ -48,6 +50,7 @@ from workers.config import Settings
 from workers.model_cards import DecisionModelCard, TextModelCard
 
 HISTORY, NEXT_WEEK = 1600, 400
+LABEL_NOISE = 0.05  # moderation as it is: a few percent of the ham labels are scams taken for real
 RELOAD_S = 1.0  # the workers' model reload interval here: a promotion is served within it
 
 
@@ -59,6 +62,15 @@ def records(posts: Sequence[LabelledPost], prefix: str, seed: int, platform: str
         event = new_account_event(f"{prefix}{i}", f"{prefix}u{i}", p.text, datetime.now(UTC), rng, platform)
         out.append(Record(event.post_id, event.model_dump_json().encode(), int(p.spam)))
     return out
+
+
+def mislabelled(posts: Sequence[Record], ham_share: float, seed: int) -> list[Record]:
+    """``posts`` as moderators label them: ``ham_share`` of the ham labels on spam posts (the scams a
+    moderator takes for real, the spam they miss), chosen at random among the spam."""
+    spam = [i for i, r in enumerate(posts) if r.label]
+    n_ham = len(posts) - len(spam)
+    wrong = set(random.Random(seed).sample(spam, min(len(spam), round(ham_share / (1 - ham_share) * n_ham))))
+    return [Record(r.key, r.value, 0) if i in wrong else r for i, r in enumerate(posts)]
 
 
 def served(v: Verdict) -> str:
@@ -78,6 +90,7 @@ class Trial:
     platform: str
     weeks_back: int
     epochs: int | None  # the retrain's text-model epochs; None: its default
+    label_noise: float  # the share of the history's ham labels that are spam posts
     history: int
     history_spam: int
     next_week: int
@@ -186,6 +199,7 @@ def run_trial(
     weeks_back: int = 0,
     epochs: int | None = None,
     platform: str = "instagram",
+    label_noise: float = LABEL_NOISE,
 ) -> Trial:
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
@@ -208,7 +222,8 @@ def run_trial(
             with console.status("after: the same history, decided and labelled by moderators"):
                 start = datetime.now(UTC)
                 after.decide(hist := records(past, "h", 1, platform))
-                produce_all(after.settings, simulated_labels(hist, 1.0, 3), topic=after.settings.feedback_topic)
+                labels = simulated_labels(mislabelled(hist, label_noise, 4), 1.0, 3)
+                produce_all(after.settings, labels, topic=after.settings.feedback_topic)
                 end = datetime.now(UTC)
             window = ["--from-time", start.isoformat(), "--to-time", end.isoformat()]
             options = [] if epochs is None else ["--epochs", str(epochs)]
@@ -229,6 +244,7 @@ def run_trial(
         platform=platform,
         weeks_back=weeks_back,
         epochs=epochs,
+        label_noise=label_noise,
         history=len(past),
         history_spam=sum(p.spam for p in past),
         next_week=len(future),
@@ -322,6 +338,9 @@ def main(
         typer.Option(min=0.01, max=0.99, help="The history's share of spam", show_default="the corpus's"),
     ] = None,
     platform: Annotated[str, typer.Option(help=f"The platform's labelled posts: {', '.join(PLATFORMS)}")] = "instagram",
+    label_noise: Annotated[
+        float, typer.Option(min=0.0, max=0.5, help="The share of the history's ham labels that are spam posts")
+    ] = LABEL_NOISE,
 ) -> None:
     """The loop on a new platform: figures before and after one retrain and promotion."""
     console = Console()
@@ -331,7 +350,7 @@ def main(
         past, future = window(history, next_week, weeks_back, spam_share, platform)
     except ValueError as e:
         raise typer.BadParameter(f"{e}; ask for fewer --weeks-back or a shorter --history") from None
-    t = run_trial(out, console, past, future, weeks_back, epochs, platform)
+    t = run_trial(out, console, past, future, weeks_back, epochs, platform, label_noise)
     for name, side_ in (("default bundle", t.before), ("after retrain", t.after)):
         console.print(
             f"{name:>15}: block-F1 {side_['block_f1']:.3f} (precision {side_['block_precision']:.3f}, "

@@ -119,8 +119,9 @@ def retrain(
     doubted = {label: len(ids) for label, ids in decided.recheck.items()}
     if any(doubted.values()):
         progress(
-            f"  labels to check again (report.json, decision.labels_to_recheck): {doubted['labelled_ham']} "
-            f"labelled ham and {doubted['labelled_spam']} labelled spam that the out-of-fold model contradicts"
+            f"  labels to check again, set aside from the cuts and the gate (report.json, decision.labels_to_recheck): "
+            f"{doubted['labelled_ham']} labelled ham and {doubted['labelled_spam']} labelled spam that the models "
+            "that did not see them contradict"
         )
     j = decided.judgement
     progress(f"4/5 gate: {j.line()}")

@@ -7,20 +7,20 @@ split is by time, never random: a random split would let the model see tomorrow'
 being tested on them; the latest slice is also the gate's drift check. The champion decides the
 same rows as it logged them. The thresholds are chosen on out-of-fold predictions over all the earlier rows
 (time-contiguous folds), not on a 10% slice: with a few hundred spam, a slice holds too few to place
-a block cut. They aim at the gate's limits (the product's, where the gate was
-loosened): block where precision meets the limit and no more than its share of ham is blocked, then
-raised until the gate's bounds hold on those labels; the review band narrowed, from below, to the
-gate's review ceiling less its sampling margin on the latest slice, where the gate judges the share
-(a model that defers whatever it is unsure of to people is no model), counting first the posts
-that the worker's rules never allow (a text model reads them as spam, from the reading
-:func:`spam_reading` chooses on the latest slice). The gate
-judges the decisions the worker would serve, those rules included. The model that ships is trained
-on all of those rows for the folds' median number of rounds.
+a block cut. They are placed for the platform, at the gate's limits (the product's, where the gate
+was loosened) as estimated on the labels the out-of-fold model does not doubt: block at the lowest
+cut with the limit's precision that blocks at most its share of ham; the review band narrowed, from
+below, to the gate's review ceiling less its sampling margin on the latest slice, where the gate
+judges the share (a model that defers whatever it is unsure of to people is no model), counting
+first the posts that the worker's rules never allow (a text model reads them as spam, from the
+reading :func:`spam_reading` chooses on the latest slice). Whether the limits surely hold is the
+gate's to say, on its bounds: it judges the decisions the worker would serve, those rules included.
+The model that ships is trained on all of those rows for the folds' median number of rounds.
 
-The report names the rows whose label the out-of-fold model contradicts with confidence (confident
-learning), for moderators to check again: on a new platform's first labels they are mostly scams
-labelled real, and a handful of those set the block cut far above most spam. They still count: the
-method cannot tell a wrong label from a hard post (docs/LOOP.md, "Labels to check again").
+The labels that the models that did not see them contradict with confidence (confident learning)
+are named for moderators to check again and set aside, from the cuts and from the gate's counts for
+both models: on a new platform's first labels they are mostly scams labelled real, and a handful of
+those would set the block cut far above most spam (docs/LOOP.md, "Labels to check again").
 """
 
 from __future__ import annotations
@@ -138,25 +138,33 @@ def provable(th: Thresholds, y: npt.NDArray[np.int_], p: FloatArray, gate: Gate)
 
 @dataclass(frozen=True)
 class CutPolicy:
-    """Where the thresholds go on out-of-fold scores: block at ``block_precision`` blocking at most
-    ``max_ham_blocked`` of the ham, raised until ``proof``'s bounds hold (None: point estimates), and
-    at most ``review_budget`` of the posts in review."""
+    """Where the thresholds go on out-of-fold scores: block at the lowest cut with ``block_precision``
+    that blocks at most ``max_ham_blocked`` of the ham, raised until ``proof``'s bounds hold (None:
+    point estimates), all on the ``trusted`` labels (those the out-of-fold model does not doubt: a
+    few scams labelled real would otherwise hold the cut above most spam); at most ``review_budget``
+    of the posts in review."""
 
     review_budget: float
     block_precision: float = 0.99
     max_ham_blocked: float = 1.0
     proof: Gate | None = None
 
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
-        th = choose_thresholds(y, p, self.block_precision, max_ham_blocked=self.max_ham_blocked)
+    def place(
+        self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_], trusted: npt.NDArray[np.bool_]
+    ) -> Thresholds:
+        y, p_trusted = y[trusted], p[trusted]
+        th = choose_thresholds(y, p_trusted, self.block_precision, max_ham_blocked=self.max_ham_blocked)
         if self.proof is not None:
-            th = provable(th, y, p, self.proof)
+            th = provable(th, y, p_trusted, self.proof)
         return cap_review(th, p, self.review_budget, held)
 
 
 class Policy(Protocol):
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
-        """Cuts for the scores ``p`` of rows labelled ``y``, of which a rule never allows ``held``."""
+    def place(
+        self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_], trusted: npt.NDArray[np.bool_]
+    ) -> Thresholds:
+        """Cuts for the scores ``p`` of rows labelled ``y``, of which a rule never allows ``held``, and
+        whose labels the out-of-fold model does not doubt where ``trusted``."""
         ...
 
 
@@ -170,8 +178,11 @@ class Agreeing:
     within: Thresholds  # the full model's own cuts
     agree: Agreement = FIRST_STAGE_AGREEMENT
 
-    def place(self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_]) -> Thresholds:
-        # A post a rule moves out of the first stage's allow is left for the full model (is_sure).
+    def place(
+        self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_], trusted: npt.NDArray[np.bool_]
+    ) -> Thresholds:
+        # A post a rule moves out of the first stage's allow is left for the full model (is_sure). Every
+        # label counts against an allow, a doubted one too: the first stage skips the transformer.
         return agreeing_cuts(p, self.full, self.agree, self.within, y)
 
 
@@ -246,7 +257,12 @@ def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut,
 
 
 def fold_cuts(
-    y: npt.NDArray[np.int_], oof: FloatArray, policy: CutPolicy, held: npt.NDArray[np.bool_], folds: int = FOLDS
+    y: npt.NDArray[np.int_],
+    oof: FloatArray,
+    policy: CutPolicy,
+    held: npt.NDArray[np.bool_],
+    trusted: npt.NDArray[np.bool_],
+    folds: int = FOLDS,
 ) -> RowCuts:
     """Each fold's cuts for its own rows, placed as :func:`fit_oof` places the shipped model's, on the
     other folds' out-of-fold scores only: a row's decision never rests on a cut its own label moved."""
@@ -254,7 +270,7 @@ def fold_cuts(
     for part in folds_of(len(y), folds):
         rest = np.ones(len(y), dtype=bool)
         rest[part] = False
-        th = policy.place(y[rest], oof[rest], held[rest])
+        th = policy.place(y[rest], oof[rest], held[rest], trusted[rest])
         block[part], allow[part] = th.block, th.allow
     return RowCuts(block, allow)
 
@@ -303,9 +319,10 @@ def fit_all(x: FloatArray, y: npt.NDArray[np.int_], rounds: list[int], threshold
 
 def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, OutOfFold]:
     """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
-    (returned beside it), no row held out of allow by a rule."""
+    (returned beside it), no row held out of allow by a rule, every label trusted."""
     oof = out_of_fold(x, y, folds)
-    return fit_all(x, y, oof.rounds, policy.place(y, oof.scores, np.zeros(len(y), dtype=bool))), oof
+    rows = np.ones(len(y), dtype=bool)
+    return fit_all(x, y, oof.rounds, policy.place(y, oof.scores, ~rows, rows)), oof
 
 
 @dataclass(frozen=True)
@@ -379,12 +396,12 @@ def decide(
     ceiling = gate.ceiling(Side.of(data.y, p_old, old_cuts))  # the champion's decisions only
     n_late = late.stop - late.start
     budget = review_budget(ceiling, n_late, gate.confidence)  # the gate judges the review share there
-    # Block where the product's limits (or a stricter gate's) hold out of fold at their point estimates:
-    # a 99%-precision cut on a few hundred noisily labelled spam sits where a handful of mislabelled
-    # "ham" leaves it, far above most spam. Then raised until the gate's own bounds hold on the
-    # out-of-fold labels: the gate judges every label the same way, and a cut on a limit's point
-    # estimate straddles its bound on any sample. A looser gate passes a model on weaker bounds; it
-    # does not make the model block more than the product's limits.
+    # Block where the product's limits (or a stricter gate's) hold out of fold at their point estimates,
+    # then raised until the gate's own bounds hold (a cut on a limit's point estimate straddles its bound
+    # on any sample), all on the labels the out-of-fold models do not doubt: counting a handful of scams
+    # labelled real, the provable cut sits far above most spam (docs/LOOP.md, "Settings that matter").
+    # A looser gate passes a model on weaker bounds; it does not make the model block more than the
+    # product's limits.
     policy = CutPolicy(
         review_budget=budget,
         block_precision=max(gate.min_block_precision, TARGETS.min_block_precision),
@@ -393,9 +410,15 @@ def decide(
     )
     x_early, y_early = data.x[early], data.y[early]
     oof, rounds, _ = out_of_fold(x_early, y_early)
+    booster = fit_all(x_early, y_early, rounds, Thresholds(block=1.0, allow=0.0)).booster  # its cuts come below
+    p_late = Fitted(booster, Thresholds(block=1.0, allow=0.0)).predict(data.x[late])
+    # Every row's label as a model that did not see it reads it (the earlier rows out of fold, the latest by
+    # the model that ships): the doubted ones are set aside, from the cuts and from the gate's counts for
+    # both models, for moderators to check again. One set for both, so the gate counts what the cuts saw.
+    doubted = doubted_labels(data.y, np.r_[oof, p_late])
+    trusted = ~doubted[early]
     none = np.zeros(len(y_early), dtype=bool)
-    model = fit_all(x_early, y_early, rounds, policy.place(y_early, oof, none))  # its allow cut comes below
-    p_late = model.predict(data.x[late])
+    model = Fitted(booster, policy.place(y_early, oof, none, trusted))  # its allow cut comes below
     # Chosen on the latest slice, as the models that ship decide it: the fold text models, trained on
     # less, read more of the earlier posts between the classes, and a reading that fit their review
     # left spam that the text models catch allowed (docs/LOOP.md, "The gate"). It moves posts between
@@ -403,9 +426,8 @@ def decide(
     reading = spam_reading(data.y[late], data.x[late], p_late, model.thresholds, budget)
     trust = trust.model_copy(update={"spam_reading": reading})
     held = Held.of(data.x, trust.reads_spam_from)
-    fitted = Fitted(model.booster, policy.place(y_early, oof, held.full[early]))
-    cuts = fold_cuts(y_early, oof, policy, held.full[early])
-    doubted = doubted_labels(y_early, oof)
+    fitted = Fitted(model.booster, policy.place(y_early, oof, held.full[early], trusted))
+    cuts = fold_cuts(y_early, oof, policy, held.full[early], trusted)
     # The cascade's first stage, its cuts where it agrees with the full model out of fold.
     blind = without_transformer(data.x)
     first, first_oof = fit_oof(blind[early], y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
@@ -414,10 +436,17 @@ def decide(
     every = _then(cuts, fitted.thresholds, n_late)
     view = FirstView(np.r_[oof1, p1_late], first.thresholds, pull1)
     p_new, new_cuts = cascaded(np.r_[oof, p_late], every, view, held)
-    challenger, champion_side, won, lost = paired(data.y, (p_new, new_cuts), (p_old, old_cuts))
-    latest, latest_served, _, _ = paired(
-        data.y[late], (p_new[late], _at(new_cuts, late)), (p_old[late], _at(old_cuts, late))
+    kept = ~doubted
+    challenger, champion_side, won, lost = paired(
+        data.y[kept], (p_new[kept], _at(new_cuts, kept)), (p_old[kept], _at(old_cuts, kept))
     )
+    kept_late = np.zeros(len(data.y), dtype=bool)
+    kept_late[late] = True
+    kept_late &= kept
+    latest, latest_served, _, _ = paired(
+        data.y[kept_late], (p_new[kept_late], _at(new_cuts, kept_late)), (p_old[kept_late], _at(old_cuts, kept_late))
+    )
+    workload = Side.of(data.y[late], p_new[late], _at(new_cuts, late))  # the review share: every post there
     rows = {"train": early.stop, "held_out": n_late}
     oof_eval = evaluate(y_early, oof, fitted.thresholds)
     test = evaluate(data.y[late], p_late, fitted.thresholds)
@@ -445,7 +474,7 @@ def decide(
         split_times={"train": start(early), "held_out": start(late)},
         oof=oof_eval,
         recheck={
-            label: [data.post_ids[i] for i in np.nonzero(doubted & (data.y[early] == value))[0]]
+            label: [data.post_ids[i] for i in np.nonzero(doubted & (data.y == value))[0]]
             for label, value in (("labelled_ham", 0), ("labelled_spam", 1))
         },
         challenger=challenger,
@@ -460,7 +489,7 @@ def decide(
             won,
             lost,
             latest,
-            Workload(latest.review, latest.n, f"the latest {latest.n} posts"),
+            Workload(workload.review, workload.n, f"the latest {workload.n} posts"),
         ),
         curves=Curves(data.y, p_new, p_old),
         trust=trust,
@@ -472,7 +501,7 @@ def _then(cuts: RowCuts, th: Thresholds, n: int) -> RowCuts:
     return RowCuts(np.r_[cuts.block, np.full(n, th.block)], np.r_[cuts.allow, np.full(n, th.allow)])
 
 
-def _at(cut: RowCuts, rows: slice) -> RowCuts:
+def _at(cut: RowCuts, rows: slice | npt.NDArray[np.bool_]) -> RowCuts:
     return RowCuts(cut.block[rows], cut.allow[rows])
 
 

@@ -82,10 +82,10 @@ def test_retrain_writes_a_servable_bundle_with_a_new_text_model(
 def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
     stack: Endpoints, triton_repo: Path, tiny_model_dir: Path, tiny_base: Path, tmp_path: Path
 ) -> None:
-    """The README's loop on one running worker, on a new platform's posts (training/corpora/platforms.py, which
-    no default model trains on): its verdicts, moderators' labels on the feedback topic,
-    `modstream retrain`, `modstream models promote`; the next week's posts are decided by the retrained
-    text and decision models, between batches, with nothing lost and no restart."""
+    """The loop as a scheduled job runs it, on one running worker, on a new platform's posts
+    (training/corpora/platforms.py, which no default model trains on): its verdicts, moderators' labels
+    on the feedback topic, `modstream retrain --promote-if-better`; the next week's posts are decided by
+    the retrained text and decision models, between batches, with nothing lost and no restart."""
     run = uuid.uuid4().hex[:8]
     name = f"loop_{run}"  # a Triton model of this test's own: the session's spam_text stays as it is
     build_repo("cpu-embedded", tiny_model_dir, triton_repo, RepoOptions(instances=1), name=name)
@@ -127,11 +127,10 @@ def test_the_weekly_loop_label_retrain_promote_switches_a_running_worker(
         # Each of the ~128 held-out posts moves the review share 0.8%: a looser ceiling too.
         loose = ["--max-ham-blocked", "0.1", "--min-block-precision", "0.8", "--max-review-share", "0.2"]
         tiny = ["--base", str(tiny_base), "--epochs", "1"]
-        result = CliRunner().invoke(app, [*retrain, *loose, *tiny], env=env)
-        assert result.exit_code == 0, result.output
         before = reloads()
-        promoted = CliRunner().invoke(app, ["models", "promote", str(out)], env=env)
-        assert promoted.exit_code == 0, promoted.output
+        result = CliRunner().invoke(app, [*retrain, *loose, *tiny, "--promote-if-better"], env=env)
+        assert result.exit_code == 0, result.output
+        assert "promote: now serving" in result.output, result.output
         assert wait_until(lambda: reloads() > before, 60), "the worker never switched to the promoted bundle"
         produce_all(s, next_week)
         assert collector.wait_for([r.key for r in next_week], 120), "a post got no verdict"

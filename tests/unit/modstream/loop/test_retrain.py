@@ -100,7 +100,7 @@ def test_the_retrained_bundle_has_a_first_stage_and_the_gate_judges_the_cascade(
     assert model.first is not None
     card = DecisionModelCard.load(out / "decision" / FIRST_STAGE)
     assert card.targets == {"allow_agreement": 0.995, "block_agreement": 0.998, "confidence": 0.95}
-    assert decided.challenger.n == 800
+    assert decided.challenger.n == 800 - sum(map(len, decided.recheck.values()))  # the doubted set aside
 
 
 def rows(text: list[float], ngram: list[float]) -> npt.NDArray[np.float64]:
@@ -171,9 +171,12 @@ def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Pa
     assert decided.rows == {"train": 640, "held_out": 160}
     # The gate's posts are the latest: its slice starts after the training rows.
     assert decided.split_times["train"] < decided.split_times["held_out"]
-    # Every labelled post is the gate's evidence once; the latest slice is also judged alone.
-    assert decided.challenger.n == decided.champion.n == 800 and decided.oof.n == 640
-    assert decided.latest["challenger"].n == decided.latest["champion"].n == 160
+    # Every labelled post is the gate's evidence once, but for the doubted labels, set aside for both
+    # models; the latest slice is also judged alone.
+    doubted = {post for ids in decided.recheck.values() for post in ids}
+    assert decided.challenger.n == decided.champion.n == 800 - len(doubted) and decided.oof.n == 640
+    assert 0 < len(doubted) < 40
+    assert decided.latest["challenger"].n == decided.latest["champion"].n <= 160
     assert decided.challenger.roc_auc > decided.champion.roc_auc and decided.judgement.better
     assert (out / "decision" / "model.txt").exists() and (out / "text" / "card.json").exists()
     assert not (out / "text").is_symlink()  # a bundle the loop writes holds its own text model
@@ -183,15 +186,19 @@ def test_a_better_model_is_trained_gated_and_bundled(tmp_path: Path, serving: Pa
     assert (reading is None or reading > 0.5) and DecisionModel.load(out / "decision").trust == decided.trust
 
 
-def test_a_thousand_labels_at_half_spam_are_enough_for_the_default_gate(tmp_path: Path, serving: Path) -> None:
+def test_a_thousand_labels_at_half_spam_block_most_spam_and_the_gate_can_tell_soon(
+    tmp_path: Path, serving: Path
+) -> None:
     """At about 500 labelled ham, the latest 100 could never show <= 1% blocked; judged on every
-    label, with the block cut placed where the gate's bounds hold, the model within the limits is
-    promoted over a champion that blocks a tenth of the ham."""
+    label not doubted, the model blocks most spam within the limits: the gate promotes it, or
+    asks for fewer labels than the history holds, over a champion that blocks a tenth of the ham."""
     data = labelled_set(tmp_path / "set.parquet", n=1000, spam_share=0.5, text_sd=0.12)
     decided = retrain_decision(data, serving, tmp_path / "o", Gate())
     j, c = decided.judgement, decided.challenger
-    assert j.better and j.champion_broken, j.line()
-    assert c.n == 1000 and c.ham_blocked <= 1 and c.spam_blocked > 200 and c.review_share < 0.1
+    assert j.better or (j.outcome is Outcome.TOO_FEW_LABELS and j.more_labels < 1000), j.line()
+    assert j.champion_broken and not j.failures
+    assert c.n == 1000 - sum(map(len, decided.recheck.values()))
+    assert c.ham_blocked <= 0.01 * c.ham and c.spam_blocked > 0.85 * c.spam and c.review_share < 0.1
 
 
 def test_a_challenger_blocking_two_percent_of_ham_is_refused_on_every_label() -> None:
@@ -222,6 +229,27 @@ def test_the_latest_slice_vetoes_a_limit_it_settles_against() -> None:
     assert j.outcome is Outcome.NOT_BETTER and "on the latest 200 posts alone, ham blocked 20/100" in j.line()
 
 
+def test_the_block_cut_sits_at_the_limits_on_the_labels_not_doubted() -> None:
+    """5% of the ham labels are spam posts (scams labelled real), which read as spam: counted as ham
+    they hold the cut above most spam; set aside as doubted, the cut blocks most spam within the limit
+    on the true labels."""
+    rng = np.random.default_rng(6)
+    y = np.r_[np.ones(500, int), np.zeros(1500, int)]
+    p = np.r_[rng.beta(8, 2, 500), rng.beta(2, 8, 1500)]
+    noisy = y.copy()
+    noisy[rng.choice(500, 79, replace=False)] = 0  # 79 of 1,579 ham labels wrong
+    policy = CutPolicy(review_budget=0.1, block_precision=0.95, max_ham_blocked=0.01)
+    none, every = np.zeros(len(y), dtype=bool), np.ones(len(y), dtype=bool)
+    counted = policy.place(noisy, p, none, every)
+    cleaned = policy.place(noisy, p, none, ~doubted_labels(noisy, p))
+
+    def recall(cut: float) -> float:
+        return float((p[y == 1] >= cut).mean())
+
+    assert recall(counted.block) < 0.5 < 0.8 < recall(cleaned.block)
+    assert ((p >= cleaned.block) & (y == 0)).mean() <= 0.01  # on the true labels
+
+
 def test_the_block_cut_rises_until_the_gates_bounds_hold_and_stays_where_none_can() -> None:
     rng = np.random.default_rng(6)
     y = np.r_[np.ones(500, int), np.zeros(1500, int)]
@@ -247,12 +275,12 @@ def test_each_folds_cuts_rest_on_the_other_folds_labels_only() -> None:
     rng = np.random.default_rng(7)
     y = (rng.random(1000) < 0.4).astype(int)
     oof = np.clip(rng.normal(np.where(y == 1, 0.7, 0.3), 0.2), 0, 1)
-    policy = CutPolicy(review_budget=0.1, block_precision=0.95, max_ham_blocked=0.01, proof=Gate())
+    policy = CutPolicy(review_budget=0.1, block_precision=0.95, max_ham_blocked=0.01)
     none = np.zeros(len(y), dtype=bool)
-    cuts = fold_cuts(y, oof, policy, none)
+    cuts = fold_cuts(y, oof, policy, none, ~none)
     flipped = y.copy()
     flipped[:200] = 1 - flipped[:200]  # the first fold's labels, all wrong
-    again = fold_cuts(flipped, oof, policy, none)
+    again = fold_cuts(flipped, oof, policy, none, ~none)
     assert (again.block[:200] == cuts.block[:200]).all() and (again.allow[:200] == cuts.allow[:200]).all()
     assert (again.block[200:] != cuts.block[200:]).any()  # the other folds' cuts read that fold
 
@@ -268,9 +296,9 @@ def test_out_of_fold_thresholds_block_next_to_nothing_on_labels_the_features_can
     assert (p >= choose_thresholds(y, p).block).mean() > 0.25
 
 
-def test_labels_the_out_of_fold_model_contradicts_are_named_and_still_count() -> None:
+def test_labels_the_out_of_fold_model_contradicts_are_named() -> None:
     """Scams labelled real, as a new platform's first labels hold: named for moderators to check
-    again, no real ham among them; the cuts still count them (a hard post looks the same)."""
+    again, no real ham among them. The first stage's cuts (fit_oof) count every label."""
     rng = np.random.default_rng(8)
     n = 1200
     y = (rng.random(n) < 0.35).astype(int)
