@@ -1,13 +1,324 @@
-"""The README's configuration reference must list every setting, and nothing that is gone."""
+"""The README and the reference pages under docs/ name only what exists, and stay short.
 
+Everything a page names must exist as named: make targets, ``modstream`` commands and their options,
+``python -m`` modules, ``MODSTREAM_*`` settings (and the defaults their tables give), repository
+paths, and the headings links point at. The journal (docs/journal/) is history and is not checked.
+Each mismatch is reported as ``file:line: what``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
 import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+import typer.main
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings
+
+from modstream.cli import app
 from workers.config import Settings
+from workers.feedback.settings import FeedbackSettings
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README_LINES, PAGE_LINES = 200, 300
+CONFIGURATION = ROOT / "docs" / "CONFIGURATION.md"
+# Every settings class (test_every_settings_class_is_listed keeps this whole).
+SETTINGS: tuple[type[BaseSettings], ...] = (Settings, FeedbackSettings)
+# Read from the environment by workers.config.cache_root, before any settings object exists.
+OTHER_VARIABLES = frozenset({"MODSTREAM_CACHE_DIR"})
+# Defaults a table gives in words, because the value is computed where the process runs.
+PROSE_DEFAULTS = {
+    "MODSTREAM_INSTANCE_ID": "the host name",  # socket.gethostname()
+    "MODSTREAM_FETCH_STALL_S": "the session timeout",  # None: session_timeout_s
+    "MODSTREAM_MAX_TOKENS": "the model card's",  # None: the text card's max_length
+    "MODSTREAM_MODEL_DIR": "`~/.cache/modstream/current`",  # follows MODSTREAM_CACHE_DIR when that is set
+}
+# What counts as a repository path: one under the tree's tracked top-level folders and files (git's
+# index). Anything else (out/, build/, .state/, ~/.cache, /tmp, a bundle's text/) is made at run time.
+REPO_ROOTS = tuple(
+    sorted(
+        {
+            line.split("/")[0]
+            for line in subprocess.run(
+                ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+            ).stdout.splitlines()
+            if not line.startswith(".")
+        },
+        key=len,
+        reverse=True,  # the longest first: the pattern's alternatives match the whole name
+    )
+)
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_URL = re.compile(r"https?://\S+")
+_MAKE = re.compile(r"(?<![\w-])make((?:\s+[^\s#;|&]+)+)")
+_MODSTREAM = re.compile(r"(?<![\w./-])modstream((?:\s+[a-z][\w-]*(?:\\?\|[a-z][\w-]*)*)+)")
+_INVOCATION_END = re.compile(r"\s(?:\|\||&&|;|#)\s|(?<![\w-])modstream\s")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+_MODULE = re.compile(r"(?<![\w-])python3?\s+-m\s+([A-Za-z_]\w*(?:\.\w+)*)(?![\w<.])")
+_VARIABLE = re.compile(r"(?<![\w-])MODSTREAM_[A-Z0-9_]*(\*?)")
+_PATH = re.compile(r"(?<![\w./~-])((?:" + "|".join(map(re.escape, REPO_ROOTS)) + r")(?:/[\w.*<>-]*)*)")
+_ROW = re.compile(r"^\|\s*`(MODSTREAM_[A-Z0-9_]+)`\s*\|([^|]*)\|")
 
 
-def test_every_setting_is_documented() -> None:
-    documented = set(re.findall(r"`MODSTREAM_([A-Z_]+)`", README)) - {"CACHE_DIR"}
-    assert documented == {name.upper() for name in Settings.model_fields}
+@dataclass(frozen=True)
+class Facts:
+    """What exists, read once from the Makefile, the CLI and the settings classes."""
+
+    targets: frozenset[str]
+    options: dict[tuple[str, ...], frozenset[str]]  # command path ("models", "promote") -> its options
+    defaults: dict[str, str]  # variable -> its default as a table spells it
+
+    def is_group(self, path: tuple[str, ...]) -> bool:
+        return any(len(p) > len(path) and p[: len(path)] == path for p in self.options)
+
+
+@cache
+def facts() -> Facts:
+    makefile = (ROOT / "Makefile").read_text()
+    targets = frozenset(re.findall(r"^([A-Za-z][\w-]*)\s*:(?!=)", makefile, re.MULTILINE))
+    options: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def walk(command: object, path: tuple[str, ...]) -> None:
+        params = getattr(command, "params", [])
+        options[path] = frozenset(o for p in params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    defaults = {
+        f"{prefix(kind)}{name.upper()}": spelled(field.get_default(call_default_factory=True))
+        for kind in SETTINGS
+        for name, field in kind.model_fields.items()
+    }
+    return Facts(targets, options, defaults)
+
+
+def prefix(kind: type[BaseSettings]) -> str:
+    return kind.model_config.get("env_prefix") or ""
+
+
+def spelled(value: object) -> str:
+    """A default as a configuration table writes it."""
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def code(text: str) -> Iterator[tuple[int, str]]:
+    """``(line, code)`` for every fenced line (backslash continuations joined) and inline code span."""
+    prose: list[str] = []
+    fenced, pending, start = False, "", 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            prose.append("")
+            continue
+        prose.append("" if fenced else line)
+        if not fenced:
+            continue
+        if not pending:
+            start = n
+        pending += line.rstrip("\\") + " "
+        if not line.endswith("\\"):
+            yield start, pending
+            pending = ""
+    joined = "\n".join(prose)
+    for m in _SPAN.finditer(joined):
+        if "\n\n" not in m.group(2):  # a span never crosses a paragraph
+            yield joined.count("\n", 0, m.start()) + 1, m.group(2).replace("\n", " ")
+
+
+def headings(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings."""
+    anchors: set[str] = set()
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6}\s+(.+?)\s*#*\s*$", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            anchor, i = slug, 0
+            while anchor in anchors:
+                i += 1
+                anchor = f"{slug}-{i}"
+            anchors.add(anchor)
+    return anchors
+
+
+def module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def repo_path_exists(path: str) -> bool:
+    """Whether a path exists in the tree: up to a ``<placeholder>``, or as a glob."""
+    if "<" in path:
+        base = path.split("<", 1)[0]
+        return (ROOT / base).is_dir() if base.endswith("/") else (ROOT / base).parent.is_dir()
+    if "*" in path:
+        return any(ROOT.glob(path))
+    return (ROOT / path).exists()
+
+
+def check(page: str, text: str, folder: Path = ROOT) -> list[str]:
+    """Every name in ``text`` that does not exist, as ``page:line: what``; ``folder`` is where its
+    relative links start."""
+    found: list[str] = []
+    for n, snippet in code(text):
+        found += [f"{page}:{n}: {what}" for what in mismatched_code(snippet)]
+    for n, line in enumerate(text.splitlines(), 1):
+        found += [f"{page}:{n}: {what}" for what in mismatched_line(line, text, folder)]
+    return found
+
+
+def mismatched_code(snippet: str) -> Iterator[str]:
+    known = facts()
+    for m in _MAKE.finditer(snippet):
+        for word in m.group(1).split():
+            if "=" in word:
+                continue  # a variable: make demo POSTS=500
+            if not re.fullmatch(r"[a-z][\w-]*", word):
+                break
+            if word not in known.targets:
+                yield f"`make {word}`: no such Makefile target"
+    for m in _MODSTREAM.finditer(snippet):
+        command, missing = resolved(m.group(1).split())
+        yield from (f"`modstream {name}`: no such command" for name in missing)
+        if command and not missing:
+            invocation = m.group(1) + _INVOCATION_END.split(snippet[m.end() :])[0]
+            for flag in _FLAG.findall(invocation):
+                if flag not in known.options[command]:
+                    yield f"`modstream {' '.join(command)} {flag}`: no such option"
+    for module in _MODULE.findall(snippet):
+        if not module_exists(module):
+            yield f"`python -m {module}`: no such module"
+
+
+def resolved(words: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The command the words after ``modstream`` name, and those of them that name no command."""
+    known = facts()
+    command: tuple[str, ...] = ()
+    for word in words:
+        if command and not known.is_group(command):
+            break  # the words after a command are its arguments
+        names = re.split(r"\\?\|", word)  # stack up|down|status
+        missing = [" ".join((*command, name)) for name in names if (*command, name) not in known.options]
+        if missing:
+            return command, missing
+        command = (*command, names[0])
+    return command, []
+
+
+def mismatched_line(line: str, text: str, folder: Path) -> Iterator[str]:
+    known = facts()
+    variables = known.defaults.keys() | OTHER_VARIABLES
+    for m in _VARIABLE.finditer(line):
+        name, wildcard = m.group(0).rstrip("*"), m.group(1)
+        if not (any(v.startswith(name) for v in variables) if wildcard else name in variables):
+            yield f"{m.group(0)}: no such setting"
+    if (row := _ROW.match(line)) and row.group(1) in known.defaults:
+        yield from mismatched_default(row.group(1), row.group(2).strip())
+    bare = _URL.sub("", line)
+    for target in _LINK.findall(bare):
+        yield from broken_link(target, text, folder)
+    for path in _PATH.findall(_LINK.sub("", bare)):
+        if not repo_path_exists(path.rstrip(".")):
+            yield f"{path}: no such path in the repository"
+
+
+def mismatched_default(name: str, cell: str) -> Iterator[str]:
+    """A table row's default against the setting's: a value in backticks or `unset`, else agreed prose."""
+    if name in PROSE_DEFAULTS:
+        if cell != PROSE_DEFAULTS[name]:
+            yield f"{name}'s default reads {cell!r}, not {PROSE_DEFAULTS[name]!r}"
+        return
+    if not (cell.startswith("`") or cell == "unset"):
+        yield f"{name}'s default {cell!r} is no value: write it in backticks, or in PROSE_DEFAULTS"
+        return
+    written, expected = cell.strip("`").replace(",", ""), facts().defaults[name]
+    same = written == expected
+    with contextlib.suppress(ValueError):  # 0.50 is 0.5
+        same = same or float(written) == float(expected)
+    if not same:
+        yield f"{name}'s default is {expected!r}, the table says {written!r}"
+
+
+def broken_link(target: str, text: str, folder: Path) -> Iterator[str]:
+    """A link's file must exist, and its anchor must be a heading there (in ``text`` for the page itself)."""
+    file, _, anchor = target.partition("#")
+    path = folder / file
+    if file and not path.exists():
+        yield f"link {target}: no such file"
+    elif anchor and (not file or path.suffix == ".md") and anchor not in headings(path.read_text() if file else text):
+        yield f"link {target}: no such heading"
+
+
+def test_every_name_in_the_readme_and_docs_exists() -> None:
+    found = [m for p in pages() for m in check(str(p.relative_to(ROOT)), p.read_text(), p.parent)]
+    assert not found, "\n".join(found)
+
+
+def test_the_front_door_and_the_reference_pages_are_short() -> None:
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines, at most {limit}"
+        for p in pages()
+        if (n := len(p.read_text().splitlines())) > (limit := README_LINES if p.name == "README.md" else PAGE_LINES)
+    ]
+    assert not long, "\n".join(long)
+
+
+def test_the_checker_reports_each_mismatch_with_its_line() -> None:
+    page = "Run `modstream bench --posts 10`.\n\nThen `modstream bench --no-such-flag`\nand see `docs/NO_SUCH.md`.\n"
+    assert check("page.md", page) == [
+        "page.md:3: `modstream bench --no-such-flag`: no such option",
+        "page.md:4: docs/NO_SUCH.md: no such path in the repository",
+    ]
+    fenced = "```sh\nmake no-such-target\nMODSTREAM_NO_SUCH=1 modstream models promot\n```\n"
+    assert check("page.md", fenced) == [
+        "page.md:2: `make no-such-target`: no such Makefile target",
+        "page.md:3: `modstream models promot`: no such command",
+        "page.md:3: MODSTREAM_NO_SUCH: no such setting",
+    ]
+    assert check("page.md", "| `MODSTREAM_BATCH_MAX_SIZE` | `256` | |\n[x](README.md#no-such-heading)\n") == [
+        "page.md:1: MODSTREAM_BATCH_MAX_SIZE's default is '512', the table says '256'",
+        "page.md:2: link README.md#no-such-heading: no such heading",
+    ]
+
+
+def test_every_setting_is_in_the_configuration_table() -> None:
+    rows = {m.group(1) for line in CONFIGURATION.read_text().splitlines() if (m := _ROW.match(line))}
+    assert rows == {f"MODSTREAM_{name.upper()}" for name in Settings.model_fields}
+
+
+def test_every_settings_class_is_listed() -> None:
+    declared = {
+        prefix
+        for package in ("workers", "modstream")
+        for source in (ROOT / package).rglob("*.py")
+        for prefix in re.findall(r'env_prefix="([A-Z_]+)"', source.read_text())
+    }
+    assert declared == {prefix(kind) for kind in SETTINGS}
