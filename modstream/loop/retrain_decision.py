@@ -410,15 +410,15 @@ def decide(
     )
     x_early, y_early = data.x[early], data.y[early]
     oof, rounds, _ = out_of_fold(x_early, y_early)
-    booster = fit_all(x_early, y_early, rounds, Thresholds(block=1.0, allow=0.0)).booster  # its cuts come below
-    p_late = Fitted(booster, Thresholds(block=1.0, allow=0.0)).predict(data.x[late])
+    uncut = fit_all(x_early, y_early, rounds, Thresholds(block=1.0, allow=0.0))  # its cuts come below
+    p_late = uncut.predict(data.x[late])
     # Every row's label as a model that did not see it reads it (the earlier rows out of fold, the latest by
     # the model that ships): the doubted ones are set aside, from the cuts and from the gate's counts for
     # both models, for moderators to check again. One set for both, so the gate counts what the cuts saw.
     doubted = doubted_labels(data.y, np.r_[oof, p_late])
     trusted = ~doubted[early]
     none = np.zeros(len(y_early), dtype=bool)
-    model = Fitted(booster, policy.place(y_early, oof, none, trusted))  # its allow cut comes below
+    model = Fitted(uncut.booster, policy.place(y_early, oof, none, trusted))  # its allow cut comes below
     # Chosen on the latest slice, as the models that ship decide it: the fold text models, trained on
     # less, read more of the earlier posts between the classes, and a reading that fit their review
     # left spam that the text models catch allowed (docs/LOOP.md, "The gate"). It moves posts between
@@ -440,9 +440,8 @@ def decide(
     challenger, champion_side, won, lost = paired(
         data.y[kept], (p_new[kept], _at(new_cuts, kept)), (p_old[kept], _at(old_cuts, kept))
     )
-    kept_late = np.zeros(len(data.y), dtype=bool)
-    kept_late[late] = True
-    kept_late &= kept
+    kept_late = kept.copy()
+    kept_late[early] = False
     latest, latest_served, _, _ = paired(
         data.y[kept_late], (p_new[kept_late], _at(new_cuts, kept_late)), (p_old[kept_late], _at(old_cuts, kept_late))
     )
