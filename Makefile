@@ -45,7 +45,7 @@ demo: setup
 	$(BIN)/modstream demo --posts $(POSTS)
 
 test: test-setup
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=25
 
 test-fast: test-setup
 	$(BIN)/python -m pytest -q -m "not integration and not slow"

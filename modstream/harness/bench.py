@@ -596,7 +596,12 @@ class Probe:
         return cls(KafkaBench(ep, stack, models, out), steady, ceiling, rate)
 
 
-def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) -> BenchResult:
+def run_bench(
+    posts: int, out: Path, console: Console, latency_s: float = 15.0, steady_s: float = STEADY_S
+) -> BenchResult:
+    """Every phase, into ``out``: ``posts`` for the sweeps and the short runs, ``latency_s`` of paced
+    load, and steady runs as long as the model-only ceiling serves in ``steady_s`` (a smoke test's
+    short ones prove the phases run, not their rates)."""
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
     card = TextModelCard.load(models.text)
@@ -640,7 +645,7 @@ def run_bench(posts: int, out: Path, console: Console, latency_s: float = 15.0) 
                 d.triton_in_flight[inflight] = round(rate, 1)
         result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
         kb = KafkaBench(ep, stack, models, out)
-        steady_records = pool[: max(posts, int(ceiling * STEADY_S))]
+        steady_records = pool[: max(posts, int(ceiling * steady_s))]
         steady = partial(relabel, steady_records)
         d.steady_run_posts = len(steady_records)
         # The ceiling around each steady run is measured on that run's texts.

@@ -115,7 +115,9 @@ def retrain(
     reading = decided.trust.spam_reading
     never = "never: where the two disagree, the labels side with the other signals"
     held = never if reading is None else f"from {reading:.2f}"
-    progress(f"3/5 decide: a text model's spam reading keeps a post out of allow {held}")
+    sure = decided.trust.spam_confirmed
+    blocks = "never" if sure is None else f"from {sure:.2f}"
+    progress(f"3/5 decide: a text model's spam reading keeps a post out of allow {held}, blocks one in review {blocks}")
     doubted = {label: len(ids) for label, ids in decided.recheck.items()}
     if any(doubted.values()):
         progress(

@@ -39,7 +39,7 @@ import numpy.typing as npt
 from cleanlab.filter import find_label_issues
 
 from modstream.loop.champion import load_serving
-from modstream.loop.gate import Cut, Gate, Judgement, RowCuts, Side, Workload, paired
+from modstream.loop.gate import Cut, Gate, Judgement, RowCuts, Side, Workload, paired, settled
 from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
 from training.decision_model import (
@@ -57,7 +57,7 @@ from training.decision_model import (
     without_transformer,
 )
 from workers.model_cards import Thresholds
-from workers.stages.decide import FIRST_STAGE, DecisionModel, bought, never_allowed, sender_pull
+from workers.stages.decide import FIRST_STAGE, DecisionModel, bought, never_allowed, reads_spam, sender_pull
 from workers.state.features import FEATURES, INDEX, MONOTONE
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 
@@ -118,18 +118,28 @@ def folds_of(n: int, folds: int = FOLDS) -> list[npt.NDArray[np.intp]]:
     return np.array_split(np.arange(n), folds)
 
 
-def provable(th: Thresholds, y: npt.NDArray[np.int_], p: FloatArray, gate: Gate) -> Thresholds:
+def provable(
+    th: Thresholds, y: npt.NDArray[np.int_], p: FloatArray, gate: Gate, also: npt.NDArray[np.bool_] | None = None
+) -> Thresholds:
     """``th`` with ``block`` raised to the lowest cut at which the gate's bounds on ham blocked and on
-    ham among blocked hold on these labels; ``th`` where no cut can show them (too few labels: the
-    gate will say so). A cut placed on a limit's point estimate straddles the limit's bound on any
-    sample, so a gate judging every label could never pass it; the margin this leaves shrinks as the
-    labels grow."""
+    ham among blocked hold on these labels, counting the rows ``also`` blocked below the cut (by the
+    confirmed text reading); ``th`` where no cut can show them (too few labels: the gate will say so).
+    A cut placed on a limit's point estimate straddles the limit's bound on any sample, so a gate
+    judging every label could never pass it; the margin this leaves shrinks as the labels grow."""
     desc = np.argsort(-p, kind="stable")
     ps, ys = p[desc], y[desc]
     n_ham = int((ys == 0).sum())
-    ham = np.cumsum(1 - ys)
+    extra = np.zeros(len(ys), dtype=bool) if also is None else also[desc]
+    # Blocked at a cut after position i: the first i + 1, and the rows ``also`` blocked after them.
+    below = extra.sum() - np.cumsum(extra)
+    ham = np.cumsum(1 - ys) + ((extra & (ys == 0)).sum() - np.cumsum(extra & (ys == 0)))
+    blocked = np.arange(1, len(ys) + 1) + below
     boundary = np.r_[ps[:-1] > ps[1:], True]  # a cut after position i separates distinct values
-    ok = [i for i in range(len(ps)) if boundary[i] and ps[i] >= th.block and gate.holds(int(ham[i]), n_ham, i + 1)]
+    ok = [
+        i
+        for i in range(len(ps))
+        if boundary[i] and ps[i] >= th.block and gate.holds(int(ham[i]), n_ham, int(blocked[i]))
+    ]
     if not ok:
         return th
     block = float(ps[max(ok)])
@@ -150,13 +160,34 @@ class CutPolicy:
     proof: Gate | None = None
 
     def place(
-        self, y: npt.NDArray[np.int_], p: FloatArray, held: npt.NDArray[np.bool_], trusted: npt.NDArray[np.bool_]
+        self,
+        y: npt.NDArray[np.int_],
+        p: FloatArray,
+        held: npt.NDArray[np.bool_],
+        trusted: npt.NDArray[np.bool_],
+        also: npt.NDArray[np.bool_] | None = None,
     ) -> Thresholds:
+        """Cuts as the class says; the rows ``also`` blocked whatever the block cut count in its proof."""
         y, p_trusted = y[trusted], p[trusted]
         th = choose_thresholds(y, p_trusted, self.block_precision, max_ham_blocked=self.max_ham_blocked)
         if self.proof is not None:
-            th = provable(th, y, p_trusted, self.proof)
+            th = provable(th, y, p_trusted, self.proof, None if also is None else also[trusted])
         return cap_review(th, p, self.review_budget, held)
+
+    def within(self, ham_blocked: int, ham: int, blocked: int) -> bool:
+        """Whether blocking ``blocked`` posts, ``ham_blocked`` of ``ham`` ham, keeps the limits at their
+        point estimates and, where there is a ``proof``, on its bounds."""
+        if blocked and (ham_blocked > self.max_ham_blocked * ham or ham_blocked > (1 - self.block_precision) * blocked):
+            return False
+        return self.proof is None or self.proof.holds(ham_blocked, ham, blocked)
+
+    def confirms(self, ham: int, n: int) -> bool:
+        """Whether ``n`` posts, ``ham`` of them ham, are spam with ``block_precision``: on the proof's
+        bound where there is one (a few posts read alike confirm nothing), else on the point estimate."""
+        limit = 1 - self.block_precision
+        if self.proof is None:
+            return ham <= limit * n
+        return settled(ham, n, limit, self.proof.confidence) is True
 
 
 class Policy(Protocol):
@@ -193,14 +224,17 @@ def decisions_at(p: FloatArray, cut: Cut) -> list[str]:
 
 class Held(NamedTuple):
     """Per row, whether a rule never allows it (:func:`never_allowed`): as the full model reads the
-    row, and as the first stage does (without the transformer's score)."""
+    row, and as the first stage does (without the transformer's score); and whether a text model's
+    confirmed spam reading blocks it where the full model's score is in review (decide's ``confirmed``)."""
 
     full: npt.NDArray[np.bool_]
     first: npt.NDArray[np.bool_]
+    blocks: npt.NDArray[np.bool_]
 
     @classmethod
-    def of(cls, x: FloatArray, spam_reading: float) -> Held:
-        return cls(never_allowed(x, spam_reading), never_allowed(without_transformer(x), spam_reading))
+    def of(cls, x: FloatArray, spam_reading: float, confirmed: float = math.inf) -> Held:
+        first = never_allowed(without_transformer(x), spam_reading)
+        return cls(never_allowed(x, spam_reading), first, reads_spam(x, confirmed))
 
 
 class FirstView(NamedTuple):
@@ -216,8 +250,10 @@ def cascaded(p: FloatArray, cut: Cut, first: FirstView | None, held: Held) -> tu
     """Per row, what the worker's cascade serves: the first stage's score and cuts where it is sure
     (allow or block, no rule moved its allow, and the allow does not rest on the sender's pull: the
     worker's ``is_sure``), else the full model's; a row ``held`` out of allow gets an allow cut no
-    score is under, so the gate counts the review the worker sends it to."""
-    block, allow = np.broadcast_to(cut.block, p.shape), np.where(held.full, 0.0, cut.allow)
+    score is under, so the gate counts the review the worker sends it to, and one whose spam reading
+    is confirmed is blocked from the allow cut up."""
+    block = np.where(held.blocks, cut.allow, np.broadcast_to(cut.block, p.shape))
+    allow = np.where(held.full, 0.0, cut.allow)
     if first is None:
         return p, RowCuts(block, allow)
     p1, cut1 = first.p, first.cuts
@@ -231,7 +267,8 @@ def served(model: DecisionModel, x: FloatArray) -> tuple[FloatArray, RowCuts]:
     if (first := model.first) is not None:
         p1, contrib = first.predict(without_transformer(x))
         view = FirstView(p1, first.thresholds, sender_pull(contrib))
-    return cascaded(model.predict(x)[0], model.thresholds, view, Held.of(x, model.trust.reads_spam_from))
+    held = Held.of(x, model.trust.reads_spam_from, model.trust.confirms_spam_from)
+    return cascaded(model.predict(x)[0], model.thresholds, view, held)
 
 
 def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut, budget: float) -> float | None:
@@ -256,23 +293,74 @@ def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut,
     return None if (allowed & read).any() else SPAM_READING
 
 
+class Placed(NamedTuple):
+    """Cuts, and from what text reading a post they leave in review is blocked (None: never)."""
+
+    cuts: Thresholds
+    confirmed: float | None
+
+
+def place_confirmed(
+    policy: CutPolicy,
+    y: npt.NDArray[np.int_],
+    p: FloatArray,
+    held: npt.NDArray[np.bool_],
+    trusted: npt.NDArray[np.bool_],
+    reading: FloatArray,
+) -> Placed:
+    """The ``policy``'s cuts for the scores ``p``, and from what text ``reading`` the labels confirm a
+    text model's spam reading (the worker's ``confirmed`` rule: a post whose score falls in review
+    and that reads at least that is blocked). Both spend one budget, the limits on ham blocked and
+    on ham among blocked: per reading, from the surest down, the cuts are placed again counting the
+    posts it blocks, and the pair that blocks the most spam on the ``trusted`` labels wins, where the
+    posts the reading moves from review to block are themselves surely spam at the block precision
+    (:meth:`CutPolicy.confirms`); no reading where none blocks more than the cuts alone. Review is
+    for the posts the evidence disagrees on, not for those the platform's text model reads as surely
+    as its labels confirm."""
+    alone = policy.place(y, p, held, trusted)
+    spam = trusted & (y == 1)
+
+    n_ham = int((trusted & (y == 0)).sum())
+    best, best_spam = Placed(alone, None), int((spam & (p >= alone.block)).sum())
+    in_review = (p >= alone.allow) & (p < alone.block) & (reading >= SPAM_READING)
+    for at in np.unique(reading[in_review])[::-1]:
+        # Counted in the proof as the cuts alone would leave them in review; judged at the new cuts.
+        th = policy.place(y, p, held, trusted, (reading >= at) & (p >= alone.allow))
+        now = trusted & ((p >= th.block) | ((reading >= at) & (p >= th.allow)))
+        n, added = int((now & spam).sum()), trusted & (reading >= at) & (p >= th.allow) & (p < th.block)
+        if (
+            n > best_spam
+            and policy.within(int((now & (y == 0)).sum()), n_ham, int(now.sum()))
+            and policy.confirms(int((added & (y == 0)).sum()), int(added.sum()))
+        ):
+            best, best_spam = Placed(th, float(at)), n
+    return best
+
+
+class FoldCuts(NamedTuple):
+    cuts: RowCuts
+    confirmed: FloatArray  # per row, the text reading from which its fold's cuts block it in review
+
+
 def fold_cuts(
     y: npt.NDArray[np.int_],
     oof: FloatArray,
     policy: CutPolicy,
     held: npt.NDArray[np.bool_],
     trusted: npt.NDArray[np.bool_],
+    reading: FloatArray,
     folds: int = FOLDS,
-) -> RowCuts:
-    """Each fold's cuts for its own rows, placed as :func:`fit_oof` places the shipped model's, on the
-    other folds' out-of-fold scores only: a row's decision never rests on a cut its own label moved."""
-    block, allow = np.empty(len(y)), np.empty(len(y))
+) -> FoldCuts:
+    """Each fold's cuts and confirmed reading for its own rows, placed as the shipped model's
+    (:func:`place_confirmed`), on the other folds' out-of-fold scores only: a row's decision never
+    rests on a cut its own label moved."""
+    block, allow, confirmed = np.empty(len(y)), np.empty(len(y)), np.empty(len(y))
     for part in folds_of(len(y), folds):
         rest = np.ones(len(y), dtype=bool)
         rest[part] = False
-        th = policy.place(y[rest], oof[rest], held[rest], trusted[rest])
-        block[part], allow[part] = th.block, th.allow
-    return RowCuts(block, allow)
+        th, at = place_confirmed(policy, y[rest], oof[rest], held[rest], trusted[rest], reading[rest])
+        block[part], allow[part], confirmed[part] = th.block, th.allow, math.inf if at is None else at
+    return FoldCuts(RowCuts(block, allow), confirmed)
 
 
 class OutOfFold(NamedTuple):
@@ -352,6 +440,7 @@ class Decided:
             "out_of_fold": self.oof.__dict__,
             "labels_to_recheck": self.recheck,
             "spam_reading": self.trust.spam_reading,
+            "spam_confirmed": self.trust.spam_confirmed,
             "challenger": self.challenger.as_dict(),
             "champion": self.champion.as_dict(),
             "won": self.won,
@@ -426,8 +515,16 @@ def decide(
     reading = spam_reading(data.y[late], data.x[late], p_late, model.thresholds, budget)
     trust = trust.model_copy(update={"spam_reading": reading})
     held = Held.of(data.x, trust.reads_spam_from)
-    fitted = Fitted(model.booster, policy.place(y_early, oof, held.full[early], trusted))
-    cuts = fold_cuts(y_early, oof, policy, held.full[early], trusted)
+    # From what text reading the labels confirm spam where the decision model is unsure, spending the
+    # limits' budget with the block cut: each fold's rows at the other folds' choice, the latest slice
+    # at the one every earlier row makes, which ships.
+    reading_of = np.fmax(data.x[:, TEXT], data.x[:, NGRAM])
+    placed = place_confirmed(policy, y_early, oof, held.full[early], trusted, reading_of[early])
+    fitted = Fitted(model.booster, placed.cuts)
+    cuts, confirmed = fold_cuts(y_early, oof, policy, held.full[early], trusted, reading_of[early])
+    trust = trust.model_copy(update={"spam_confirmed": placed.confirmed})
+    at = np.r_[confirmed, np.full(n_late, math.inf if placed.confirmed is None else placed.confirmed)]
+    held = held._replace(blocks=reading_of >= at)  # NaN (no text model read it) compares false
     # The cascade's first stage, its cuts where it agrees with the full model out of fold.
     blind = without_transformer(data.x)
     first, first_oof = fit_oof(blind[early], y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))

@@ -270,6 +270,28 @@ def _held(row: FloatArray, spam_reading: float) -> Reason | None:
     return None
 
 
+def _reported(row: FloatArray, contrib: FloatArray) -> FloatArray:
+    """Each feature's push toward spam from users' reports that the post received."""
+    return np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
+
+
+def confirmed(row: FloatArray, at: float) -> Reason | None:
+    """Why a text reading of ``at`` or more blocks a post the decision model leaves to review (the
+    platform's labels confirm it there: ``Trust.spam_confirmed``), or None."""
+    if (spam := _spam_reading(row, at)) is None:
+        return None
+    return Reason.of(
+        "text_model",
+        f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam, from {at:.2f} as this platform's labels "
+        "confirm, and no other signal reads it as ham: block",
+    )
+
+
+def reads_spam(x: FloatArray, at: float) -> npt.NDArray[np.bool_]:
+    """Per row, whether a text model's score is ``at`` or more (:func:`confirmed`'s test, on a batch)."""
+    return np.asarray(np.fmax(x[:, _TEXT_SCORES[0]], x[:, _TEXT_SCORES[1]]) >= at)
+
+
 def never_allowed(x: FloatArray, spam_reading: float) -> npt.NDArray[np.bool_]:
     """Per row, whether a rule that reads the row alone keeps it out of allow whatever its score
     (a bundle's ``trust.reads_spam_from``): the loop places and judges its cuts on the decisions the
@@ -295,6 +317,10 @@ def judge(
       model) calls it spam more likely than not and the other signals pull it into allow, the two
       disagree, and a person decides: review. From what score is the bundle's (``trust``): a retrain
       raises it where the platform's labels show the other signals right when the two disagree.
+    * A post the decision model leaves to review, without a wave or the sender's journey in it, is
+      blocked where a text model reads it as spam at least as surely as the platform's labels confirm
+      (the bundle's ``trust.spam_confirmed``, which only a retrain sets): review is for the posts the
+      evidence disagrees on.
     * Reports alone never block: a post that only users' reports lift into block is sent to review.
     * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
       on its other signals alone: it goes to review. Its link is what can be judged without the
@@ -342,17 +368,26 @@ def judge(
     if seen == "allow" and (held := _held(row, model.trust.reads_spam_from)) is not None:
         seen = "review"
         notes.append(held)
-    if seen == "block":
-        reported = np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
-        if reported.any() and _decision(t, raw - float(reported.sum())) != "block":
-            i = int(np.argmax(reported))
-            seen = "review"
-            notes.append(
-                Reason.of(
-                    "reports_only",
-                    f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
-                )
+    reported = _reported(row, contrib) if seen != "allow" else None
+    if seen == "block" and reported is not None and reported.any() and _decision(t, raw - reported.sum()) != "block":
+        i = int(np.argmax(reported))
+        seen = "review"
+        notes.append(
+            Reason.of(
+                "reports_only",
+                f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
             )
+        )
+    if (
+        decision == seen == "review"
+        and not notes
+        and share == 0  # blocking in a wave is the campaign action's, for campaigns
+        and (sure := confirmed(row, model.trust.confirms_spam_from))
+        and reported is not None
+        and _decision(t, raw - reported.sum()) == "review"  # not where reports lifted it there
+    ):
+        seen = "block"
+        notes.append(sure)
     return seen, [*notes, *reasons]
 
 

@@ -9,7 +9,9 @@ n-gram score and the stream's signals. A bundle without the file trusts the tran
 
 It also says from what text score a text model's spam reading keeps a post out of allow (the
 worker's ``text_model`` rule, workers/stages/decide.py): where the platform's labels show the
-stream's signals right when the two disagree, the retrain raises it.
+stream's signals right when the two disagree, the retrain raises it. And from what score the
+platform's labels confirm the reading, so that a post the decision model leaves to review is blocked:
+review is for the posts the evidence disagrees on. Only a retrain sets it, on the platform's labels.
 """
 
 from __future__ import annotations
@@ -50,11 +52,18 @@ class Trust(BaseModel):
     evidence: dict[str, LanguageEvidence] = {}
     # The text score from which a text model's spam reading keeps a post out of allow; None: never.
     spam_reading: float | None = SPAM_READING
+    # The text score from which the labels confirm that reading: the decision model's review is a block.
+    spam_confirmed: float | None = None
 
     @property
     def reads_spam_from(self) -> float:
         """:attr:`spam_reading` as a cut no score reaches where it is None."""
         return math.inf if self.spam_reading is None else self.spam_reading
+
+    @property
+    def confirms_spam_from(self) -> float:
+        """:attr:`spam_confirmed` as a cut no score reaches where it is None."""
+        return math.inf if self.spam_confirmed is None else self.spam_confirmed
 
     @classmethod
     def load(cls, directory: Path) -> Trust:

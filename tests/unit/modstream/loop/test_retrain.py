@@ -27,6 +27,7 @@ from modstream.loop.retrain_decision import (
     fold_cuts,
     holdout_split,
     out_of_fold,
+    place_confirmed,
     provable,
     pull_of,
     retrain_decision,
@@ -277,10 +278,10 @@ def test_each_folds_cuts_rest_on_the_other_folds_labels_only() -> None:
     oof = np.clip(rng.normal(np.where(y == 1, 0.7, 0.3), 0.2), 0, 1)
     policy = CutPolicy(review_budget=0.1, block_precision=0.95, max_ham_blocked=0.01)
     none = np.zeros(len(y), dtype=bool)
-    cuts = fold_cuts(y, oof, policy, none, ~none)
+    cuts, _ = fold_cuts(y, oof, policy, none, ~none, oof)
     flipped = y.copy()
     flipped[:200] = 1 - flipped[:200]  # the first fold's labels, all wrong
-    again = fold_cuts(flipped, oof, policy, none, ~none)
+    again, _ = fold_cuts(flipped, oof, policy, none, ~none, oof)
     assert (again.block[:200] == cuts.block[:200]).all() and (again.allow[:200] == cuts.allow[:200]).all()
     assert (again.block[200:] != cuts.block[200:]).any()  # the other folds' cuts read that fold
 
@@ -430,3 +431,34 @@ def test_the_review_budget_leaves_the_ceiling_s_sampling_margin_which_shrinks_wi
     small, large = review_budget(0.1, 320, 0.95), review_budget(0.1, 1600, 0.95)
     assert small == pytest.approx(0.1 - 1.645 * (0.09 / 320) ** 0.5, abs=1e-4)
     assert small < large < 0.1 and review_budget(0.0, 100, 0.95) == 0.0
+
+
+def test_the_confirmed_reading_and_the_block_cut_share_the_limits_and_block_the_most_spam() -> None:
+    """1,420 posts, 1,000 ham. The scores block 300 spam within the limits. In review: 100 spam the
+    text model reads from 0.95 to 0.99, then 20 spam and 8 ham at 0.9, and 100 ham at 0.1."""
+    rng = np.random.default_rng(11)
+    y = np.r_[np.ones(420, int), np.zeros(1000, int)]
+    p = np.r_[rng.uniform(0.9, 1.0, 300), np.full(228, 0.5), rng.uniform(0.0, 0.1, 892)]
+    reading = np.r_[np.full(300, 0.99), rng.uniform(0.95, 0.99, 100), np.full(28, 0.9), np.full(992, 0.1)]
+    every, none = np.ones(len(y), dtype=bool), np.zeros(len(y), dtype=bool)
+    policy = CutPolicy(review_budget=1.0, block_precision=0.95, max_ham_blocked=0.01, proof=Gate())
+    placed = place_confirmed(policy, y, p, none, every, reading)
+    # From the lowest of the hundred: the eight ham at 0.9 would break the limits, whatever the block cut.
+    assert placed.confirmed == reading[300:400].min()
+    assert placed.cuts == policy.place(y, p, none, every)
+    # The eight are labels the models doubt: set aside, the reading goes down to them and their spam.
+    trusted = every.copy()
+    trusted[420:428] = False
+    assert place_confirmed(policy, y, p, none, trusted, reading).confirmed == 0.9
+    # 100 ham cannot show the limits: no reading is confirmed.
+    few = np.r_[np.arange(0, 420), np.arange(1320, 1420)]
+    assert place_confirmed(policy, y[few], p[few], none[few], every[few], reading[few]).confirmed is None
+
+
+def test_the_gate_counts_the_block_a_confirmed_spam_reading_makes_of_a_review() -> None:
+    p = np.array([0.5, 0.5, 0.1, 0.9])
+    x = rows([0.97, 0.8, 0.97, 0.1], [0.1] * 4)
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), None, Held.of(x, 0.5, 0.95))
+    # The first in review is blocked; its twin below the reading stays; an allow the text reads as
+    # spam is the evidence disagreeing: review.
+    assert decisions_at(score, cuts) == ["block", "review", "review", "block"]

@@ -412,3 +412,39 @@ def test_a_bundles_spam_reading_says_from_what_text_score_the_rule_holds(
     model_says, (decision, reasons) = _judged(model, row, contrib)
     assert model_says == "allow" and decision == expected
     assert (reasons[0].code == "text_model") == (expected == "review")
+
+
+@pytest.mark.parametrize(
+    ("confirmed", "text", "reports", "expected"),
+    [
+        (0.9, 0.95, 0.0, "block"),  # a platform's labels confirm the reading: nothing disagrees with it
+        (0.9, 0.8, 0.0, "review"),  # the twin below it: the evidence is not sure
+        (None, 0.99, 0.0, "review"),  # the default bundle: no platform's labels confirmed a reading
+        (0.9, 0.95, 2.0, "review"),  # users' reports lifted it into review: the reading alone did not
+    ],
+)
+def test_a_text_reading_the_platforms_labels_confirm_blocks_what_the_model_leaves_to_review(
+    confirmed: float | None, text: float, reports: float, expected: str
+) -> None:
+    model = tiny_decision_model()
+    model.bias, model.trust = -reports, Trust(spam_confirmed=confirmed)
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    row[FEATURES.index("text_spam_prob")], row[FEATURES.index("text_ngram_spam_prob")] = text, 0.1
+    row[FEATURES.index("user_reports")], contrib[FEATURES.index("user_reports")] = 300.0 * (reports > 0), reports
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "review" and decision == expected
+    assert ("labels confirm" in reasons[0].detail) == (expected == "block")
+
+
+@pytest.mark.parametrize(("copies", "expected"), [(3.0, "review"), (0.0, "block")])
+def test_a_confirmed_text_reading_does_not_block_in_a_wave(copies: float, expected: str) -> None:
+    """Blocking for a wave is the campaign action's: a crowd's post in review, with a few coincidental
+    copies among sixty sharers, stays there whatever its text reads; its twin alone is blocked."""
+    model = tiny_decision_model()
+    model.bias, model.trust = 0.0, Trust(spam_confirmed=0.9)
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    names = ("campaign_domain_copies_1h", "domain_users_1h", "text_spam_prob")
+    i_copies, users, text = (FEATURES.index(f) for f in names)
+    row[i_copies], row[users], row[text], contrib[text] = copies, 60.0, 0.95, 0.5
+    model_says, (decision, _) = _judged(model, row, contrib)
+    assert model_says == "review" and decision == expected
