@@ -281,11 +281,20 @@ def bench(
     posts: Annotated[int, typer.Option(min=100, help="Posts per throughput phase")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object")] = False,
     out: Annotated[Path, typer.Option(help="Where bench.json and the PNG plots go")] = Path("out/bench"),
+    latency_s: Annotated[
+        float | None, typer.Option(min=1, help="Seconds of each paced latency run (default: the bench's)")
+    ] = None,
+    steady_s: Annotated[
+        float | None,
+        typer.Option(min=0.5, help="Steady runs as long as the model-only ceiling serves in S seconds (the bench's)"),
+    ] = None,
 ) -> None:
-    """Measure model-only, Triton, pipeline, naive and short-circuit throughput, and latency."""
+    """Measure model-only, Triton, pipeline, naive and short-circuit throughput, latency, and the
+    cascade against the full pipeline (simulated mixes, and held-out real posts from unknown senders)."""
     from modstream.harness.bench import run_bench
 
-    result = run_bench(posts, out, console)
+    lengths = {name: v for name, v in (("latency_s", latency_s), ("steady_s", steady_s)) if v is not None}
+    result = run_bench(posts, out, console, **lengths)
     if as_json:
         print(json.dumps(result.summary()))
         return

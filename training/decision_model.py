@@ -27,13 +27,14 @@ from workers.config import DEFAULT_CAMPAIGN_ACTION
 from workers.metrics import TEXT_SCORE_KEY, score_histogram
 from workers.model_cards import DecisionModelCard, Thresholds
 from workers.records import InMsg, Post
-from workers.stages.decide import FIRST_STAGE, TEXT_MASK, DecisionModel, facts_of, judge
+from workers.stages.decide import FIRST_STAGE, TEXT_MASK, DecisionModel, facts_of, judge, never_allowed
 from workers.stages.enrich import enrich
 from workers.stages.short_circuit import BanList, short_circuit
 from workers.stages.validate import validate
 from workers.state.features import FEATURE_VERSION, FEATURES, MONOTONE, Profile, assemble
 from workers.state.signals import SIGNALS, MemorySignals
 from workers.state.signals import Plan as SignalPlan
+from workers.text.trust import TRUST_EVERYWHERE
 
 FloatArray = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int_]
@@ -305,9 +306,14 @@ def unsure(p1: FloatArray, th: Thresholds) -> npt.NDArray[np.bool_]:
 def first_stage(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, full: Fitted, agree: Agreement) -> Fitted:
     """The cascade's first stage: LightGBM on the rows without the transformer's score, its cuts where
     its decisions agree with ``full``'s on the validation rows; between them the worker asks the
-    transformer and the full model (workers/stages/decide.py)."""
+    transformer and the full model (workers/stages/decide.py). The full model's decisions are the
+    ones the worker serves, its rules included."""
     fitted = fit(without_transformer(xt), yt, without_transformer(xv), yv)
-    decisions = [full.thresholds.classify(float(p)) for p in full.predict(xv)]
+    # As the worker serves them, its rules included: a post a text model reads as spam is never allowed
+    # (the default bundle's spam reading), so a first stage agreeing with the bare score would allow it.
+    held = never_allowed(xv, TRUST_EVERYWHERE.reads_spam_from)
+    bare = [full.thresholds.classify(float(p)) for p in full.predict(xv)]
+    decisions = ["review" if h and d == "allow" else d for d, h in zip(bare, held, strict=True)]
     p1 = fitted.predict(without_transformer(xv))
     return Fitted(fitted.booster, agreeing_cuts(p1, decisions, agree, full.thresholds, yv))
 

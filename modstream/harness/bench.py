@@ -56,7 +56,7 @@ from confluent_kafka import Producer
 from pydantic import SecretStr
 from rich.console import Console
 
-from modstream.harness.bench_cascade import MIXES, MixResult, first_stage_share, run_mix
+from modstream.harness.bench_cascade import MIXES, REAL, MixResult, first_stage_share, run_mix
 from modstream.harness.bench_cascade import plot as cascade_plot
 from modstream.harness.bench_signals import SignalCost, signal_cost
 from modstream.harness.demo import seed_redis
@@ -132,7 +132,7 @@ class BenchDetails:
     hot_swap_verdicts_by_text: list[dict[str, int]] = field(default_factory=list)
     lost_by_phase: dict[str, int] = field(default_factory=dict)
     signals: SignalCost | None = None
-    cascade: dict[str, MixResult] = field(default_factory=dict)  # by mix (bench_cascade.MIXES)
+    cascade: dict[str, MixResult] = field(default_factory=dict)  # by mix (bench_cascade.MIXES, REAL)
     ratios: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -713,10 +713,12 @@ def run_bench(
         with step("8/9 cost of the stream-kept signals and the logged feature row"):
             d.signals = signal_cost(ep.redis_url, records, Settings().batch_max_size, "modstream-bench-signals:")
         texts_by_use = post_texts()  # held-out first
-        for mix, share in MIXES.items():
-            with step(f"9/9 cascade vs full pipeline, {mix} mix ({share:.0%} spam)"):
+        held_out = len(post_splits(cache_root()).test)
+        for mix, share in [*MIXES.items(), (REAL, None)]:
+            what = f"{share:.0%} spam" if share is not None else f"{held_out} held-out labelled texts, unknown senders"
+            with step(f"9/9 cascade vs full pipeline, {mix} mix ({what})"):
                 d.cascade[mix] = run_mix(
-                    kb.run, texts_by_use, len(post_splits(cache_root()).test), share, len(steady_records),
+                    kb.run, texts_by_use, held_out, share, len(steady_records),
                     ep.redis_url, relabel, DecisionModel.load(models.decision),
                 )  # fmt: skip
         result.cascade_social_posts_per_s = d.cascade["social"].cascade_posts_per_s

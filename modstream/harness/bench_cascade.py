@@ -1,8 +1,11 @@
-"""Bench phase: the cascade against the full pipeline, on a social mix and a spam-heavy one.
+"""Bench phase: the cascade against the full pipeline, on a social mix, a spam-heavy one and real posts.
 
-Each mix is a labelled stream of post-length texts (each text once: the held-out ones, then the
-decision model's and the text model's own) in simulated platform context, run three times through
-the worker on the embedded stack, each run in its own Redis keyspace seeded alike:
+Each simulated mix is a labelled stream of post-length texts (each text once: the held-out ones,
+then the decision model's and the text model's own) in simulated platform context; the real one
+(``REAL``) is the held-out labelled texts alone, at their own share of spam, each from an account
+the platform knows nothing of typing at a human pace, as on a platform's first day, where the text
+decides. Each is run three times through the worker on the embedded stack, each run in its own
+Redis keyspace seeded alike:
 
 1. the cascade as shipped: its throughput and CPU;
 2. ``MODSTREAM_CASCADE=false`` (every post scored): the full pipeline's throughput and CPU, and
@@ -18,10 +21,12 @@ the worker on the embedded stack, each run in its own Redis keyspace seeded alik
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -32,12 +37,14 @@ from modstream.harness.traffic import Record
 from modstream.loop.redecide import redecide
 from schemas import Decision, Verdict
 from training.corpora.labelled import Example
+from training.corpora.platforms import new_account_event
 from training.simulator import Simulator
 from workers.stages.decide import FIRST_STAGE, DecisionModel
 from workers.state.features import FEATURES
 from workers.state.keyspace import Keyspace
 
 MIXES = {"social": 0.10, "spam_heavy": 0.50}  # the share of spam in each stream
+REAL = "real"  # the held-out labelled texts from unknown senders (:func:`unknown_senders`)
 TEXT = FEATURES.index("text_spam_prob")
 DECISIONS = ("allow", "review", "block")
 
@@ -126,21 +133,38 @@ def labelled_posts(texts: Sequence[Example], seed: int, redis_url: str, prefixes
     return [Record((p := sim.post(e).event).post_id, p.model_dump_json().encode(), e.label) for e in texts]
 
 
+def unknown_senders(texts: Sequence[Example], seed: int) -> list[Record]:
+    """The texts as labelled posts, each from a new account typing in the UI at a human pace."""
+    rng, now = random.Random(seed), datetime.now(UTC)
+    return [
+        Record((p := new_account_event(f"real{i}", f"realu{i}", e.text, now, rng)).post_id,
+               p.model_dump_json().encode(), e.label)
+        for i, e in enumerate(texts)
+    ]  # fmt: skip
+
+
 def run_mix(
     run: Callable[..., Run],
     texts: Sequence[Example],
     held_out: int,
-    spam_share: float,
+    spam_share: float | None,
     n: int,
     redis_url: str,
     relabel: Callable[[Sequence[Record], str], list[Record]],
     model: DecisionModel,
 ) -> MixResult:
     """One mix through the cascade as shipped, the full pipeline (every post scored), and the cascade
-    with every first-stage post audited, whose rows ``model`` (the bundle's) decides again in full."""
-    chosen, kept_ids = mix_texts(texts, held_out, spam_share, n)
-    prefixes = {run: f"modstream-bench-{run}{spam_share}:" for run in ("on-", "off-", "audit-")}
-    records = labelled_posts(chosen, 9, redis_url, list(prefixes.values()))
+    with every first-stage post audited, whose rows ``model`` (the bundle's) decides again in full.
+    ``spam_share`` None: the ``held_out`` texts alone, from unknown senders (:data:`REAL`)."""
+    if spam_share is None:
+        chosen, kept_ids = list(texts[:held_out]), {e.id for e in texts[:held_out]}
+    else:
+        chosen, kept_ids = mix_texts(texts, held_out, spam_share, n)
+    prefixes = {run: f"modstream-bench-{run}{spam_share or REAL}:" for run in ("on-", "off-", "audit-")}
+    if spam_share is None:
+        records = unknown_senders(chosen, 9)
+    else:
+        records = labelled_posts(chosen, 9, redis_url, list(prefixes.values()))
     kept = {r.key for r, e in zip(records, chosen, strict=True) if e.id in kept_ids}
     on = run(relabel(records, "on-"), redis_prefix=prefixes["on-"])
     off = run(relabel(records, "off-"), redis_prefix=prefixes["off-"], cascade=False)
@@ -161,7 +185,7 @@ def run_mix(
     by_first = [i for i, r in enumerate(both) if FIRST_STAGE in cascade[r.key].stage_scores]
     first: Counter[tuple[str, str]] = Counter((without[i], with_cascade[i]) for i in by_first)
     return MixResult(
-        spam_share=spam_share,
+        spam_share=round(sum(e.label for e in chosen) / len(chosen), 4),
         posts=len(records),
         held_out_posts=len(kept),
         cascade_posts_per_s=round(on.rate, 1),
@@ -186,7 +210,7 @@ def run_mix(
 def decided_in_full(verdicts: dict[str, Verdict], model: DecisionModel) -> dict[str, Decision]:
     """Each verdict's decision by ``model``'s full model on its row: a first-stage verdict's row with its
     audited transformer score put back, decided again (loop/redecide.py), the others as published."""
-    full = DecisionModel(model.booster, model.thresholds, model.version)  # the first stage left out
+    full = DecisionModel(model.booster, model.thresholds, model.version, trust=model.trust)  # no first stage
     filled, out = [], {}
     for key, v in verdicts.items():
         if FIRST_STAGE not in v.stage_scores:

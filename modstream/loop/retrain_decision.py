@@ -202,8 +202,8 @@ class Policy(Protocol):
 @dataclass(frozen=True)
 class Agreeing:
     """The first stage's cuts: where its out-of-fold scores agree with the full model's out-of-fold
-    decisions (``full``, by row), within the shipped full model's cuts, allowing only where the labels
-    show its allowed posts ham."""
+    decisions as the worker serves them (``full``, by row, its rules included), within the shipped
+    full model's cuts, allowing only where the labels show its allowed posts ham."""
 
     full: list[str]
     within: Thresholds  # the full model's own cuts
@@ -525,9 +525,11 @@ def decide(
     trust = trust.model_copy(update={"spam_confirmed": placed.confirmed})
     at = np.r_[confirmed, np.full(n_late, math.inf if placed.confirmed is None else placed.confirmed)]
     held = held._replace(blocks=reading_of >= at)  # NaN (no text model read it) compares false
-    # The cascade's first stage, its cuts where it agrees with the full model out of fold.
+    # The cascade's first stage, its cuts where it agrees with the full model's served decisions (its
+    # rules included) out of fold.
     blind = without_transformer(data.x)
-    first, first_oof = fit_oof(blind[early], y_early, Agreeing(decisions_at(oof, cuts), fitted.thresholds))
+    full = decisions_at(*cascaded(oof, cuts, None, Held(*(rows[early] for rows in held))))
+    first, first_oof = fit_oof(blind[early], y_early, Agreeing(full, fitted.thresholds))
     oof1, p1_late = first_oof.scores, first.predict(blind[late])
     pull1 = np.r_[first_oof.pull(blind[early]), pull_of(first, blind[late])]
     every = _then(cuts, fitted.thresholds, n_late)

@@ -44,5 +44,8 @@ def test_bench_smoke(tmp_path: Path) -> None:
         # The same rows: every post of the audited run, decided again in full where the first stage decided it.
         assert sum(sum(row.values()) for row in cascade["same_rows_flips"].values()) == cascade["posts"]
     assert 0 < saved["details"]["pipeline_first_stage_share"] < 1
+    # Real held-out posts from unknown senders, each once, judged for both.
+    real = saved["details"]["cascade"]["real"]
+    assert real["posts"] == real["held_out_posts"] > 0 and real["cascade"]["posts"] == real["full"]["posts"] > 0
     files = ("throughput.png", "latency.png", "batch_size.png", "cascade.png")
     assert all((tmp_path / f).exists() for f in files)

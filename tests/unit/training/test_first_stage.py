@@ -2,8 +2,17 @@
 
 import numpy as np
 
-from training.decision_model import Agreement, agreeing_cut, agreeing_cuts
+from training.decision_model import (
+    Agreement,
+    Fitted,
+    agreeing_cut,
+    agreeing_cuts,
+    first_stage,
+    fit,
+    without_transformer,
+)
 from workers.model_cards import Thresholds
+from workers.state.features import FEATURES
 
 WIDE = Thresholds(block=0.0, allow=1.0)  # full-model cuts that hold nothing back
 
@@ -55,3 +64,24 @@ def test_the_first_stage_allows_only_where_the_labels_show_its_allowed_posts_ham
     allowed = p1 < th.allow
     assert y[allowed].mean() <= 0.005 and allowed.sum() > 1500  # its allowed posts ham at 99.5%
     assert agreeing_cuts(p1, full, Agreement(), WIDE, np.zeros(2000, dtype=int)).allow > 0.5
+
+
+def test_the_first_stage_agrees_with_the_decisions_the_worker_serves_its_rules_included() -> None:
+    """A full model that allows on the account alone would be agreed with by a first stage reading the
+    same account; the worker never allows a post the transformer reads as spam (rule ``text_model``),
+    so the first stage must leave those posts to it. Its twin, where the transformer reads every post
+    as ham, allows as before."""
+    rng = np.random.default_rng(3)
+    x = rng.random((6000, len(FEATURES)))
+    old = x[:, FEATURES.index("user_age_days")] > 0.5
+    y = (~old).astype(int)  # the labels follow the account
+    t, v = slice(0, 3000), slice(3000, 6000)
+    full = Fitted(fit(x[t], y[t], x[v], y[v]).booster, Thresholds(block=0.9, allow=0.1))
+    # The transformer reads a third of the old accounts' posts as spam; the first stage cannot see it.
+    x[:, FEATURES.index("text_spam_prob")] = np.where(old & (rng.random(6000) < 0.3), 0.9, 0.1)
+    x[:, FEATURES.index("text_ngram_spam_prob")] = 0.1
+    first = first_stage(x[t], y[t], x[v], y[v], full, Agreement())
+    assert (first.predict(without_transformer(x[v])) < first.thresholds.allow).sum() < 30
+    x[:, FEATURES.index("text_spam_prob")] = 0.1
+    again = first_stage(x[t], y[t], x[v], y[v], full, Agreement())
+    assert (again.predict(without_transformer(x[v])) < again.thresholds.allow).sum() > 1000
