@@ -715,7 +715,8 @@ def run_bench(
         texts_by_use = post_texts()  # held-out first
         held_out = len(post_splits(cache_root()).test)
         for mix, share in [*MIXES.items(), (REAL, None)]:
-            what = f"{share:.0%} spam" if share is not None else f"{held_out} held-out labelled texts, unknown senders"
+            real = min(held_out, len(steady_records))
+            what = f"{share:.0%} spam" if share is not None else f"{real} held-out labelled texts, unknown senders"
             with step(f"9/9 cascade vs full pipeline, {mix} mix ({what})"):
                 d.cascade[mix] = run_mix(
                     kb.run, texts_by_use, held_out, share, len(steady_records),

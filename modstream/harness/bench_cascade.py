@@ -155,9 +155,10 @@ def run_mix(
 ) -> MixResult:
     """One mix through the cascade as shipped, the full pipeline (every post scored), and the cascade
     with every first-stage post audited, whose rows ``model`` (the bundle's) decides again in full.
-    ``spam_share`` None: the ``held_out`` texts alone, from unknown senders (:data:`REAL`)."""
+    ``spam_share`` None: up to ``n`` of the ``held_out`` texts alone, from unknown senders (:data:`REAL`)."""
     if spam_share is None:
-        chosen, kept_ids = list(texts[:held_out]), {e.id for e in texts[:held_out]}
+        chosen = list(texts[: min(held_out, n)])
+        kept_ids = {e.id for e in chosen}
     else:
         chosen, kept_ids = mix_texts(texts, held_out, spam_share, n)
     prefixes = {run: f"modstream-bench-{run}{spam_share or REAL}:" for run in ("on-", "off-", "audit-")}

@@ -3,7 +3,8 @@
 Everything a page names must exist as named: make targets, ``modstream`` commands and their options,
 ``python -m`` modules, ``MODSTREAM_*`` settings (and the defaults their tables give), repository
 paths, and the headings links point at. The journal (docs/journal/) is history and is not checked.
-Each mismatch is reported as ``file:line: what``.
+Each mismatch is reported as ``file:line: what``. The loop's and the cascade's real-posts figures are
+checked cell by cell against the committed result files the pages name.
 """
 
 from __future__ import annotations
@@ -322,3 +323,44 @@ def test_every_settings_class_is_listed() -> None:
         for prefix in re.findall(r'env_prefix="([A-Z_]+)"', source.read_text())
     }
     assert declared == {prefix(kind) for kind in SETTINGS}
+
+
+def table_row(page: Path, label: str) -> list[str]:
+    """The cells of the table row on ``page`` whose first cell starts with ``label``, bold marks dropped."""
+    for line in page.read_text().splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(label):
+            return cells[1:]
+    raise AssertionError(f"{page.relative_to(ROOT)}: no table row starting {label!r}")
+
+
+def test_the_loop_pages_figures_are_its_trial_files() -> None:
+    """LOOP.md's today's figures, cell by cell, as the committed trial outputs it names hold them
+    (spam allowed is not in trial.json: it is read from the run's next_week.jsonl)."""
+    page = ROOT / "docs" / "LOOP.md"
+    trial = {
+        share: json.loads((ROOT / "docs" / "loop" / f"trial-r23{share}.json").read_text()) for share in ("", "-50")
+    }
+    rows = {
+        "day one": (trial[""]["before"], None),
+        f"after a retrain on {trial['']['history_spam']} spam": (trial[""]["after"], trial[""]),
+        f"after a retrain on {trial['-50']['history_spam']} spam": (trial["-50"]["after"], trial["-50"]),
+    }
+    for label, (side, run) in rows.items():
+        f1, pr, ham, review, _, gate, seconds = table_row(page, label)
+        assert f1 == f"{side['block_f1']:.3f}", label
+        assert pr == f"{side['block_precision']:.3f} / {side['block_recall']:.3f}", label
+        assert ham == f"{side['ham_blocked']} of {side['ham']}" and review == f"{side['review_share']:.1%}", label
+        if run is not None:
+            assert gate == run["gate"] and seconds == f"{run['retrain_s']:.0f} s", label
+
+
+def test_the_cascades_real_posts_figures_are_its_bench_files() -> None:
+    page = ROOT / "docs" / "PERFORMANCE.md"
+    perf = ROOT / "docs" / "perf" / "r23"
+    for label, file in (("cut on the full model's score", "bench-before.json"), ("cut on the decisions", "bench.json")):
+        real = json.loads((perf / file).read_text())["details"]["cascade"]["real"]
+        cascade, full, _, _ = table_row(page, label)
+        for cell, j in ((cascade, real["cascade"]), (full, real["full"])):
+            figures = f"{j['block_f1']:.4f}, {j['ham_blocked']}, {j['spam_allowed']}, {j['review_share']:.1%}"
+            assert cell == figures, f"{label}: {cell!r}, the bench file says {figures!r}"
