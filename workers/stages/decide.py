@@ -283,7 +283,7 @@ def confirmed(row: FloatArray, at: float) -> Reason | None:
     return Reason.of(
         "text_model",
         f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam, from {at:.2f} as this platform's labels "
-        "confirm, and no other signal reads it as ham: block",
+        "confirm, where the other signals leave it unsure: block",
     )
 
 
