@@ -57,8 +57,16 @@ from training.decision_model import (
     without_transformer,
 )
 from workers.model_cards import Thresholds
-from workers.stages.decide import FIRST_STAGE, DecisionModel, bought, never_allowed, reads_spam, sender_pull
-from workers.state.features import FEATURES, INDEX, MONOTONE
+from workers.stages.decide import (
+    FIRST_STAGE,
+    DecisionModel,
+    bought,
+    never_allowed,
+    reads_spam,
+    sender_pull,
+    text_reading,
+)
+from workers.state.features import FEATURES, MONOTONE
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 
 HOLDOUT = 0.2  # the latest share of the labelled posts: the gate's
@@ -67,7 +75,6 @@ TARGETS = Gate()  # the product's limits, which the thresholds aim at
 MIN_SPAM = MIN_HAM = 5  # per fold and in the gate's slice: fewer cannot fit or measure anything
 
 FloatArray = npt.NDArray[np.float64]
-TEXT, NGRAM = INDEX["text_spam_prob"], INDEX["text_ngram_spam_prob"]
 
 
 def holdout_split(n: int, share: float = HOLDOUT) -> tuple[slice, slice]:
@@ -283,7 +290,7 @@ def spam_reading(y: npt.NDArray[np.int_], x: FloatArray, p: FloatArray, th: Cut,
       signals are the ones right where the two disagree (a weak text model beside strong reports).
 
     None (never) where no reading meets both."""
-    reading = np.fmax(x[:, TEXT], x[:, NGRAM])  # the surer of the two; NaN where neither read it
+    reading = text_reading(x)
     unblocked, allowed = p < th.block, p < th.allow
     read = unblocked & (reading >= SPAM_READING)
     for i, at in enumerate(np.unique(reading[read])):
@@ -319,7 +326,6 @@ def place_confirmed(
     as its labels confirm."""
     alone = policy.place(y, p, held, trusted)
     spam = trusted & (y == 1)
-
     n_ham = int((trusted & (y == 0)).sum())
     best, best_spam = Placed(alone, None), int((spam & (p >= alone.block)).sum())
     in_review = (p >= alone.allow) & (p < alone.block) & (reading >= SPAM_READING)
@@ -518,7 +524,7 @@ def decide(
     # From what text reading the labels confirm spam where the decision model is unsure, spending the
     # limits' budget with the block cut: each fold's rows at the other folds' choice, the latest slice
     # at the one every earlier row makes, which ships.
-    reading_of = np.fmax(data.x[:, TEXT], data.x[:, NGRAM])
+    reading_of = text_reading(data.x)
     placed = place_confirmed(policy, y_early, oof, held.full[early], trusted, reading_of[early])
     fitted = Fitted(model.booster, placed.cuts)
     cuts, confirmed = fold_cuts(y_early, oof, policy, held.full[early], trusted, reading_of[early])

@@ -287,9 +287,14 @@ def confirmed(row: FloatArray, at: float) -> Reason | None:
     )
 
 
+def text_reading(x: FloatArray) -> FloatArray:
+    """Per row, the surer of the two text scores; NaN where neither text model read it."""
+    return np.asarray(np.fmax(x[:, _TEXT_SCORES[0]], x[:, _TEXT_SCORES[1]]))
+
+
 def reads_spam(x: FloatArray, at: float) -> npt.NDArray[np.bool_]:
     """Per row, whether a text model's score is ``at`` or more (:func:`confirmed`'s test, on a batch)."""
-    return np.asarray(np.fmax(x[:, _TEXT_SCORES[0]], x[:, _TEXT_SCORES[1]]) >= at)
+    return np.asarray(text_reading(x) >= at)
 
 
 def never_allowed(x: FloatArray, spam_reading: float) -> npt.NDArray[np.bool_]:
