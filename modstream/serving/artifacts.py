@@ -18,6 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filelock import FileLock
 from rich.console import Console
 
 from modstream.import_graph import ROOT, import_graph, module_files, reachable
@@ -88,8 +89,16 @@ def _normalised_alike(text_dir: Path) -> bool:
 
 
 def ensure_models(console: Console | None = None) -> Models:
+    """The default models, trained into the cache where missing. One process at a time: parallel
+    test workers and commands wait for the one that trains instead of training the same model twice."""
     console = console or Console(stderr=True)
     root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / ".models.lock"):
+        return _ensure_models(root, console)
+
+
+def _ensure_models(root: Path, console: Console) -> Models:
     # The key follows the data too: the SpamAssassin package is pinned in training/corpora/spamassassin.py (hashed
     # with the code); the chat corpus is an installed package, so its version is added here.
     data = f"{CHITCHAT_PACKAGE}=={version(CHITCHAT_PACKAGE)}"

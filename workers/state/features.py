@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas import JourneyStep
-from workers.state.signals import COUNTED, SIGNALS
+from workers.state.signals import COUNTED, SIGNALS, STREAM_FIRST_SEEN, TEMPLATE_COPIES
 
 FEATURES: tuple[str, ...] = (
     "text_spam_prob",
@@ -89,10 +89,14 @@ class ContractMismatch(RuntimeError):
 
 NO_SIGNALS = (NAN,) * len(COUNTED)
 # A domain registered this recently is young: a template its accounts repeat there is a campaign's
-# copies. A domain no profile dates is unknown, not young: there a template (a share button's one
+# copies. A domain nothing dates is unknown, not young: there a template (a share button's one
 # sentence with each sharer's own link) counts only with a replayed journey (docs/WAVES.md).
 YOUNG_DOMAIN_DAYS = 30.0
-_COPIES, _JOURNEY, _SHARERS, _NEAR, _SAME = (
+# Where no profile dates a domain, the stream's first sighting does once the stream had this much
+# history before it: a domain the platform's people share shows up within two weeks; one first seen
+# after that is new to the platform. A new stream's first sightings date nothing.
+STREAM_HISTORY_DAYS = 14.0
+_COPIES, _JOURNEY, _SHARERS, _NEAR, _SAME, _FIRST_SEEN = (
     SIGNALS.index(f)
     for f in (
         "campaign_domain_copies_1h",
@@ -100,8 +104,10 @@ _COPIES, _JOURNEY, _SHARERS, _NEAR, _SAME = (
         "domain_users_1h",
         "campaign_neardup_users_24h",
         "campaign_users_24h",
+        "domain_first_seen_hours",
     )
 )
+_TEMPLATE, _STREAM = COUNTED.index(TEMPLATE_COPIES), COUNTED.index(f"{STREAM_FIRST_SEEN}_hours")
 # A journey is replayed when a quarter of the domain's accounts in the hour repeated a template by it:
 # a UI journey's fingerprint is coarse, and two of sixty people at their own pace can match by chance.
 REPLAYED_SHARE = 0.25
@@ -157,20 +163,30 @@ def journey_features(steps: Sequence[JourneyStep]) -> tuple[float, float, float,
     return float(len(steps)), float(offsets[-1]), float(min(gaps)) if gaps else NAN, 0.0
 
 
+def dated_days(counted: Sequence[float], domain_age_days: float) -> float:
+    """The domain's age where something dates it (COUNTED order): a profile's registration date, else
+    the stream's first sighting of it where the stream had :data:`STREAM_HISTORY_DAYS` of history
+    before; NaN where nothing does (no profile, a new stream, no link)."""
+    if not math.isnan(domain_age_days):
+        return domain_age_days
+    seen, history = counted[_FIRST_SEEN] / 24, counted[_STREAM] / 24
+    return seen if history - seen >= STREAM_HISTORY_DAYS else NAN  # NaN compares false
+
+
 def stream_signals(counted: Sequence[float], domain_age_days: float, popular: bool = False) -> list[float]:
     """The signal features (SIGNALS order) from what the stream counted (COUNTED order). Copies are
     the accounts that repeated content on the domain; a template's repeats count as copies where
-    the domain is young, or where one journey was replayed to repeat it (by a quarter of the domain's
-    accounts in the hour, :data:`REPLAYED_SHARE`). On a popular domain crowds gather and clients
-    replay their share flows: only content is copied there (near-duplicates count as far as exact
-    copies do), and a journey is no coordination (popularity lowers the weight of counts; it vouches
-    for no link)."""
+    the domain is young (:func:`dated_days`), or where one journey was replayed to repeat it (by a
+    quarter of the domain's accounts in the hour, :data:`REPLAYED_SHARE`). On a popular domain crowds
+    gather and clients replay their share flows: only content is copied there (near-duplicates count
+    as far as exact copies do), and a journey is no coordination (popularity lowers the weight of
+    counts; it vouches for no link)."""
     out = list(counted[: len(SIGNALS)])
     if popular:  # people sharing one article write alike: only the same words to the same page count
         out[_JOURNEY] = min(out[_JOURNEY], 0.0)  # NaN (no link) stays NaN
         out[_NEAR] = min(out[_NEAR], out[_SAME])
-    elif domain_age_days < YOUNG_DOMAIN_DAYS:  # NaN (no profile) compares false: unknown is not young
-        out[_COPIES] = counted[-1]
+    elif dated_days(counted, domain_age_days) < YOUNG_DOMAIN_DAYS:  # NaN compares false: unknown is not young
+        out[_COPIES] = counted[_TEMPLATE]
     elif out[_JOURNEY] > 0 and out[_JOURNEY] >= REPLAYED_SHARE * out[_SHARERS]:
         out[_COPIES] = max(out[_COPIES], out[_JOURNEY])
     return out

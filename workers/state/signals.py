@@ -17,8 +17,9 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   the usual sliding-window estimate), so no count falls to zero at a clock hour or a UTC midnight.
   ``domain_days_30d`` counts the distinct days of the last thirty exactly. A bucket's hash expires
   two windows after it was created, so memory follows the traffic of two windows.
-* First sightings keep the earliest ``created_at`` of a URL (a domain) over the current
-  and the previous 2-day (30-day) bucket; a post sees the earlier of that and its own time.
+* First sightings keep the earliest ``created_at`` of a URL (a domain, the stream's posts with a
+  link) over the current and the previous 2-day (30-day) bucket; a post sees the earlier of that and
+  its own time.
 * A share is not a copy. A post's *content* is its text with its links' landings
   (:func:`workers.text.urls.landing`: the same page however it was shared); its *template* the text
   with each link reduced to its registrable domain. Per domain the stream counts, in the hour, the
@@ -26,8 +27,9 @@ Semantics, which every store implements (Redis: workers/adapters/redis_store.py)
   that posted a template another had (template copies: a share button's sentence with each sharer's
   own link is one template), and the accounts that posted a template by the UI journey another had
   posted it by (journey copies: one script replayed; only for posts with UI steps). A template is no
-  evidence by itself: it counts as copies only where the domain is young or one journey was
-  replayed, and on a popular domain only content counts
+  evidence by itself: it counts as copies only where the domain is young (by a profile, or first seen
+  after the stream had weeks of history) or one journey was replayed, and on a popular domain only
+  content counts
   (:func:`workers.state.features.stream_signals`). Each copy count is a set of accounts that only grows:
   pre-filling a domain with distinct texts erases nothing. Near-duplicates (MinHash bands) and
   ``campaign_users_24h`` compare the text together with its landings.
@@ -80,8 +82,9 @@ _BAND = "band"  # the per-band counts behind campaign_neardup_users_24h
 # Per domain and hour: the accounts before this post that posted this content, template or
 # (template, journey) there; each only gates whether the post's account joins the copies beside it.
 _SAME_CONTENT, _SAME_TEMPLATE, _SAME_JOURNEY = "same_content_1h", "same_template_1h", "same_journey_1h"
-# Read by features.assemble, which knows whether the domain is young: not a feature itself.
+# Read by features.assemble, which knows whether the domain is young: not features themselves.
 TEMPLATE_COPIES = "campaign_template_copies_1h"
+STREAM_FIRST_SEEN = "stream_first_seen"  # the stream's earliest post with a link, as for a domain
 # A text's fingerprint ignores what templating varies: digits, punctuation, case, spacing.
 _TEMPLATED = re.compile(r"[\W\d_]+")
 _WORDS = re.compile(r"[\W_]+")  # content keeps its numbers: "glad nobody was hurt 17" is someone's own
@@ -266,6 +269,7 @@ def plan(post: Post, text: str, bands: tuple[str, ...], ks: Keyspace, snapshot_t
         firsts = [
             first("url_first_seen", "lf", link.url, URL_FIRST_SEEN_WINDOW),
             first("domain_first_seen", "df", link.domain, DOMAIN_FIRST_SEEN_WINDOW),
+            first(STREAM_FIRST_SEEN, "sf", "", DOMAIN_FIRST_SEEN_WINDOW),  # the history its domains are seen against
         ]
     snapshot = ks.signal(f"snap:{snapshot_ttl_s}:{t // snapshot_ttl_s}")
     counted = "\0".join(f"{c.key} {c.field} {c.member}" for c in counts) + "".join(f.field for f in firsts)
@@ -300,7 +304,7 @@ SIGNALS: tuple[str, ...] = (
 
 
 # What values() returns: the signal features, then what only assemble reads.
-COUNTED: tuple[str, ...] = (*SIGNALS, TEMPLATE_COPIES)
+COUNTED: tuple[str, ...] = (*SIGNALS, TEMPLATE_COPIES, f"{STREAM_FIRST_SEEN}_hours")
 
 
 def values(p: Plan, returned: Sequence[float]) -> tuple[float, ...]:

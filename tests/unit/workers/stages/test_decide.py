@@ -56,7 +56,8 @@ def test_counts_and_ages_come_from_the_hashes_and_the_signals() -> None:
     facts = PostFacts(10, False, False, 1, "xyz", 2, [], 1.8e9)
     signals = tuple(float(i) for i in range(len(SIGNALS)))
     no_journey = SIGNALS.index("campaign_journey_users_1h")
-    counted = (*(0.0 if i == no_journey else v for i, v in enumerate(signals)), 99.0)  # COUNTED order
+    stream = signals[SIGNALS.index("domain_first_seen_hours")]  # a new stream: as old as the domain
+    counted = (*(0.0 if i == no_journey else v for i, v in enumerate(signals)), 99.0, stream)  # COUNTED order
     prof = Profile(user={"created_at": str(1.8e9 - 10 * 86400), "spam_posts": "4"}, signals=counted)
     row = assemble(facts, prof, 0.7)
     assert row[FEATURES.index("user_age_days")] == pytest.approx(10)

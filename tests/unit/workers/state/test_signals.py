@@ -132,6 +132,29 @@ def test_a_template_with_a_path_per_copy_is_copies_on_a_young_domain_or_by_one_j
     assert out[-1]["domain_users_10m"] == out[-1]["domain_users_1h"] == 7
 
 
+def test_a_domain_first_seen_after_weeks_of_the_stream_is_young_and_a_new_stream_dates_nothing() -> None:
+    """Where no profile dates a domain, the stream's first sighting does once the stream has weeks of
+    history: one sentence with a link of its own per account is a campaign's copies on a domain new to
+    the platform, and a share button's on a domain the platform has long seen, or on a new stream."""
+    button = "just shared my playlist, have a listen"
+
+    def wave(host: str, at: float) -> list[Post]:
+        return [
+            post(f"{host}{i}", f"{host}u{i}", at=at + 7 * i, text=f"{button} https://{host}/p/{i}x") for i in range(8)
+        ]
+
+    store = MemorySignals()
+    history = [post("h0", "early", at=T0 - 35 * DAY, text="hello https://first.example/a")]
+    run(store, [*history, post("h1", "later", at=T0 - 33 * DAY, text="look https://known.example/a")])
+    fresh, known = run(store, wave("fresh.example", T0)), run(store, wave("known.example", T0 + HOUR))
+    assert fresh[0]["stream_first_seen_hours"] == pytest.approx(35 * 24)
+    assert [copies(o) for o in fresh] == [0, 0, 1, 2, 3, 4, 5, 6]  # first seen after 35 days of stream
+    assert copies(known[-1]) == 0  # seen 33 days ago, 2 days into the stream: nothing dates it
+    assert copies(known[-1], domain_age_days=4) == 6  # a profile dates a domain first
+    new_stream = run(MemorySignals(), wave("fresh.example", T0))
+    assert copies(new_stream[-1]) == 0  # a stream without history: unknown, not young
+
+
 def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_signals() -> None:
     link = ["https://www.news.example/2026/11/23/story"]
     words = ["wow", "read this", "big news today", "cannot believe it", "finally", "sad day", "thread below"]
