@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_bench_smoke(tmp_path: Path) -> None:
-    result = run_bench(100, tmp_path, Console(stderr=True), latency_s=2, steady_s=1)
+    result = run_bench(32, tmp_path, Console(stderr=True), latency_s=1, steady_s=0.2)
     assert result.lost == 0
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert {
