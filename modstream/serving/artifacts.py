@@ -89,8 +89,8 @@ def _normalised_alike(text_dir: Path) -> bool:
 
 
 def ensure_models(console: Console | None = None) -> Models:
-    """The default models, trained into the cache where missing. One process at a time: parallel
-    test workers and commands wait for the one that trains instead of training the same model twice."""
+    """The default models, trained into the cache where missing. One process at a time: commands
+    run together (a demo beside a test run) wait for the one that trains instead of training it twice."""
     console = console or Console(stderr=True)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
