@@ -44,10 +44,10 @@ models: setup
 demo: setup
 	$(BIN)/modstream demo --posts $(POSTS)
 
-# The models are trained (or found in the cache) before the suite: the durations it prints are the tests'.
+# The models are trained (or found in the cache) before the suite, whose files then run on every core.
 test: test-setup
 	$(BIN)/modstream models
-	$(BIN)/python -m pytest -q -ra --durations=25
+	$(BIN)/python -m pytest -q -ra --durations=25 -n auto --dist loadfile
 
 test-fast: test-setup
 	$(BIN)/python -m pytest -q -m "not integration and not slow"

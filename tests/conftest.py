@@ -22,6 +22,15 @@ TINY_VOCAB = 1000
 TINY_DIM = 8
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on real servers and models first, the unit tests after: with the suite's files spread
+    over the cores (``make test``: pytest-xdist, a file at a time), the long files start at once and
+    the short ones fill the gaps at the end."""
+    items.sort(
+        key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("integration") is None)
+    )
+
+
 @pytest.fixture(autouse=True)
 def _own_logging() -> Iterator[None]:
     """Each test starts and ends with the root logger as it found it: a command run by CliRunner
