@@ -291,10 +291,9 @@ def bench(
 ) -> None:
     """Measure model-only, Triton, pipeline, naive and short-circuit throughput, latency, and the
     cascade against the full pipeline (simulated mixes, and held-out real posts from unknown senders)."""
-    from modstream.harness.bench import run_bench
+    from modstream.harness.bench import LATENCY_S, STEADY_S, run_bench
 
-    lengths = {name: v for name, v in (("latency_s", latency_s), ("steady_s", steady_s)) if v is not None}
-    result = run_bench(posts, out, console, **lengths)
+    result = run_bench(posts, out, console, latency_s or LATENCY_S, steady_s or STEADY_S)
     if as_json:
         print(json.dumps(result.summary()))
         return

@@ -64,7 +64,7 @@ from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.promotion import TextServing, promote
 from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import MODEL_NAME, RepoOptions, build_repo
-from modstream.stack.local import Endpoints, LocalStack, create_topics, group_members
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, LocalStack, create_topics, group_members
 from schemas import Verdict
 from training.corpora.labelled import Example
 from training.corpora.posts import post_splits
@@ -88,6 +88,7 @@ PIPELINE_RUNS = 3  # the pipeline ratio is their median
 # (docs/journal/2026-11-27-performance-rounds.md, sixth round). Every post has its own text:
 # copies in one batch would be scored once, and the model would look cheaper than it is.
 STEADY_S = 20.0
+LATENCY_S = 15.0  # each paced latency run
 NAIVE_MODEL = "spam_text_naive"
 REDIS_PREFIX = "modstream-bench:"  # the keys the bench seeds and its workers read
 
@@ -119,10 +120,12 @@ class BenchDetails:
     short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
     latency_offered_posts_per_s: float = 0.0
     latency_cpu_s: CpuSeconds = field(default_factory=dict)
+    latency_by_hop: dict[str, dict[str, float]] = field(default_factory=dict)  # HOPS: p50_ms, p99_ms each
     # Exactly-once: the pipeline and the latency phases again with one transaction per batch.
     exactly_once_posts_per_s: float = 0.0
     exactly_once_p50_ms: float = 0.0
     exactly_once_p99_ms: float = 0.0
+    exactly_once_latency_by_hop: dict[str, dict[str, float]] = field(default_factory=dict)
     # A bundle with another text model promoted mid-run (Triton loads it, the worker switches
     # between batches): throughput, p99 at the latency phase's load, and the verdicts per text model.
     hot_swap_posts: int = 0  # the throughput run's length: a steady run (STEADY_S)
@@ -359,6 +362,38 @@ def repeated(records: Sequence[Record], n: int, prefix: str) -> list[Record]:
     return [r for i in range(0, n, len(records)) for r in relabel(records, f"{prefix}{i}-")][:n]
 
 
+# Where a verdict's time goes, from the producer's send to the collector's read, by what each post
+# carries: the input's send time, the verdict's ``decided_at`` and ``latency_ms`` (from the worker's
+# poll to its decision), the verdict record's timestamp (the worker's produce) and its arrival.
+HOPS = (
+    "broker_in",  # send -> the worker's poll returns it: linger, the broker, the fetch wait, the poll
+    "worker",  # the poll -> its verdict decided: validate, enrich, first stage, Triton, decide
+    "render",  # decided -> produced: the rest of its batch decided, the verdicts rendered
+    "broker_out",  # produced -> read by the collector: linger, the broker, the reader's fetch
+)
+
+
+def hop_latencies(sent: dict[str, float], verdicts: dict[str, Verdict], published: dict[str, float],
+                  arrived: dict[str, float]) -> dict[str, list[float]]:  # fmt: skip
+    """ms per post by hop (:data:`HOPS`); the four add up to the post's end-to-end latency."""
+    out: dict[str, list[float]] = {hop: [] for hop in HOPS}
+    for key, v in verdicts.items():
+        if key not in sent or key not in published:
+            continue
+        decided = v.decided_at.timestamp()
+        polled = decided - v.latency_ms / 1000
+        for hop, ms in zip(HOPS, (polled - sent[key], decided - polled, published[key] - decided,
+                                  arrived[key] - published[key]), strict=True):  # fmt: skip
+            out[hop].append(ms * 1000)
+    return out
+
+
+def percentiles(by_hop: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {
+        hop: {f"p{q}_ms": round(float(np.percentile(ms, q)), 1) for q in (50, 99)} for hop, ms in by_hop.items() if ms
+    }
+
+
 @dataclass
 class Phase:
     rate: float
@@ -367,6 +402,7 @@ class Phase:
     cpu_s: dict[str, float]
     by_text: dict[str, int] = field(default_factory=dict)  # verdicts per text model version
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # by post id
+    hops_ms: dict[str, list[float]] = field(default_factory=dict)  # by HOPS, per post
 
 
 @dataclass(frozen=True)
@@ -421,6 +457,7 @@ class KafkaBench:
             "shadow_topic": f"shadow-{run}",
             "metrics_port": 0,
             "text_cache_size": 0,
+            "session_timeout_s": EMBEDDED_SESSION_TIMEOUT_S,  # as `stack up` prints: each worker joins in about 1 s
         }
         return Settings(**{**base, **overrides})  # type: ignore[arg-type]
 
@@ -484,6 +521,7 @@ class KafkaBench:
             cpu_s={k: round(after[k] - before.get(k, 0.0), 3) for k in after},
             by_text=dict(Counter(v.model_versions["text"] for v in verdicts.values())) if during else {},
             verdicts=verdicts,
+            hops_ms=hop_latencies({k: sent[k] for k in keys}, verdicts, out.published, out.arrived),
         )
 
 
@@ -597,11 +635,18 @@ class Probe:
 
 
 def run_bench(
-    posts: int, out: Path, console: Console, latency_s: float = 15.0, steady_s: float = STEADY_S
+    posts: int,
+    out: Path,
+    console: Console,
+    latency_s: float = LATENCY_S,
+    steady_s: float = STEADY_S,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    pipeline_runs: int = PIPELINE_RUNS,
 ) -> BenchResult:
     """Every phase, into ``out``: ``posts`` for the sweeps and the short runs, ``latency_s`` of paced
-    load, and steady runs as long as the model-only ceiling serves in ``steady_s`` (a smoke test's
-    short ones prove the phases run, not their rates)."""
+    load, steady runs as long as the model-only ceiling serves in ``steady_s``, the model-only sweeps
+    over ``batch_sizes`` and ``pipeline_runs`` pipeline runs (a smoke test's short, few ones prove the
+    phases run, not their rates)."""
     out.mkdir(parents=True, exist_ok=True)
     models = ensure_models(console)
     card = TextModelCard.load(models.text)
@@ -621,18 +666,19 @@ def run_bench(
         records = pool[:posts]
         texts = [json.loads(r.value)["text"] for r in records]
         with step("1/9 model only: layout and batch-size sweep"):
-            sweep = model_only(models, texts, max_len)
+            sweep = model_only(models, texts, max_len, batch_sizes=batch_sizes)
         layout, batch, ceiling = best(sweep)
         result.model_only_posts_per_s = round(ceiling, 1)
         d.model_only_best = {"layout": layout, "batch": batch}
         d.model_only_by_batch = {lay: {str(k): round(v, 1) for k, v in by.items()} for lay, by in sweep.items()}
         if card.serving_model != "model.onnx" and (models.text / "model.onnx").exists():
             with step("   lever: fp32 vs int8"):
-                fp32 = model_only(models, texts, max_len, "model.onnx")
+                fp32 = model_only(models, texts, max_len, "model.onnx", batch_sizes=batch_sizes)
             d.model_only_fp32_posts_per_s = round(best(fp32)[2], 1)
         with step("   e-mail length: model only on SpamAssassin e-mails"):
             emails = [e.text for e in load_spamassassin(cache_root())][: len(texts)]
-            d.model_only_email_posts_per_s = round(best(model_only(models, emails, max_len))[2], 1)
+            email_sweep = model_only(models, emails, max_len, batch_sizes=batch_sizes)
+            d.model_only_email_posts_per_s = round(best(email_sweep)[2], 1)
         with step("   n-gram model (worker-side) on the posts"):
             ngram = NgramModel.load(models.text)
             started = time.perf_counter()
@@ -650,8 +696,8 @@ def run_bench(
         d.steady_run_posts = len(steady_records)
         # The ceiling around each steady run is measured on that run's texts.
         ceiling_now = Ceiling(models, [json.loads(r.value)["text"] for r in steady_records], max_len, layout, batch)
-        with step(f"3/9 full pipeline, {PIPELINE_RUNS} runs of {len(steady_records)} posts, each between two ceilings"):
-            pipes = paired([partial(kb.run, steady(f"pipe{i}-")) for i in range(PIPELINE_RUNS)], ceiling_now)
+        with step(f"3/9 full pipeline, {pipeline_runs} runs of {len(steady_records)} posts, each between two ceilings"):
+            pipes = paired([partial(kb.run, steady(f"pipe{i}-")) for i in range(pipeline_runs)], ceiling_now)
         pipe = median_pair(pipes).phase
         result.pipeline_posts_per_s = round(pipe.rate, 1)
         d.pipeline_cpu_s = pipe.cpu_s
@@ -682,12 +728,14 @@ def run_bench(
         result.p99_ms = round(float(np.percentile(lat.latencies_ms, 99)), 1)
         d.latency_offered_posts_per_s = round(load, 1)
         d.latency_cpu_s = lat.cpu_s
+        d.latency_by_hop = percentiles(lat.hops_ms)
         with step(f"7/9 exactly-once: throughput, then latency at {load:.0f} posts/s"):
             eos = kb.run(steady("eos-"), processing_guarantee="exactly_once")
             eos_lat = kb.run(relabel(lat_records, "eos-"), rate=load, processing_guarantee="exactly_once")
         d.exactly_once_posts_per_s = round(eos.rate, 1)
         d.exactly_once_p50_ms = round(float(np.percentile(eos_lat.latencies_ms, 50)), 1)
         d.exactly_once_p99_ms = round(float(np.percentile(eos_lat.latencies_ms, 99)), 1)
+        d.exactly_once_latency_by_hop = percentiles(eos_lat.hops_ms)
         with step("   lever: a bundle with another text model promoted mid-run: throughput, then latency"):
             swap = HotSwap.prepare(models, repo, ep, out)
             promote_s = []

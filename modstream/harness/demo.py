@@ -26,7 +26,7 @@ from rich.console import Console
 from modstream.harness.traffic import Collector, Outcomes, Record, produce_all
 from modstream.serving.artifacts import ensure_models
 from modstream.serving.triton_repo import build_repo
-from modstream.stack.local import Endpoints, LocalStack, create_topics
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, LocalStack, create_topics
 from schemas import FeedbackEvent, Verdict
 from training.corpora.posts import post_splits
 from training.simulator import Simulator, World
@@ -200,6 +200,7 @@ def worker_settings(ep: Endpoints, model_dir: Path, run: str) -> Settings:
         redis_prefix=f"modstream-demo:{run}:",
         group_id=f"modstream-demo-{run}",
         metrics_port=0,
+        session_timeout_s=EMBEDDED_SESSION_TIMEOUT_S,  # what `stack up` prints: a join waits about one session
     )
 
 

@@ -43,7 +43,7 @@ from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.gate import Side
 from modstream.serving.artifacts import ensure_models
 from modstream.serving.triton_repo import build_repo
-from modstream.stack.local import Endpoints, LocalStack, create_topics
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, LocalStack, create_topics
 from schemas import Verdict
 from training.corpora.platforms import PLATFORMS, LabelledPost, new_account_event, weeks
 from workers.config import Settings
@@ -122,6 +122,7 @@ class Run:
             dlq_topic=f"dlq-{tag}",
             feedback_topic=f"feedback-{tag}",
             metrics_port=0,
+            session_timeout_s=EMBEDDED_SESSION_TIMEOUT_S,
             **overrides,
         )
         s = self.settings

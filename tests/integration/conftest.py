@@ -19,7 +19,7 @@ from modstream.harness.demo import WorkerThread, worker_settings
 from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import build_repo
-from modstream.stack.local import Endpoints, LocalStack, create_topics
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, LocalStack, create_topics
 from modstream.stack.redis_cluster import LocalRedisCluster
 from tests.unit.fakes import tiny_decision_model
 from workers.clients import Framing
@@ -41,8 +41,7 @@ def run_settings(stack: Endpoints, model_dir: Path, run: str, **overrides: Any) 
         output_topic=f"verdicts-{run}",
         dlq_topic=f"dlq-{run}",
         metrics_port=0,
-        batch_max_wait_s=0.02,
-        **overrides,
+        **{"batch_max_wait_s": 0.02, "session_timeout_s": EMBEDDED_SESSION_TIMEOUT_S, **overrides},
     )
 
 

@@ -6,13 +6,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from modstream.harness.bench import run_bench
+from modstream.harness.bench import HOPS, run_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_bench_smoke(tmp_path: Path) -> None:
-    result = run_bench(32, tmp_path, Console(stderr=True), latency_s=1, steady_s=0.2)
+    # The smallest run that passes through every phase: two batch sizes in the sweeps, one pipeline run.
+    result = run_bench(
+        32, tmp_path, Console(stderr=True), latency_s=1, steady_s=0.2, batch_sizes=(1, 32), pipeline_runs=1
+    )
     assert result.lost == 0
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert {
@@ -27,6 +30,9 @@ def test_bench_smoke(tmp_path: Path) -> None:
         "lost",
     } <= saved.keys()
     assert saved["details"]["pipeline_with_shadow_posts_per_s"] > 0
+    # Each verdict's time by hop, in both delivery guarantees.
+    for by_hop in (saved["details"]["latency_by_hop"], saved["details"]["exactly_once_latency_by_hop"]):
+        assert set(by_hop) == set(HOPS) and all(h["p99_ms"] >= h["p50_ms"] for h in by_hop.values())
     # A text model promoted mid-run, twice (there and back): nothing lost, both promotions done.
     assert saved["details"]["hot_swap_posts_per_s"] > 0 and len(saved["details"]["hot_swap_promote_s"]) == 2
     signals = saved["details"]["signals"]

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pydantic import SecretStr
 
-from modstream.stack.local import Endpoints, create_topics
+from modstream.stack.local import EMBEDDED_SESSION_TIMEOUT_S, Endpoints, create_topics
 from schemas import DeadLetter
 from tests.conftest import records
 from workers.config import Settings
@@ -42,7 +42,7 @@ async def test_profile_updates_land_in_redis_and_bad_ones_in_the_dlq(
         profiles_topic=f"profiles-{run_id}",
         profiles_dlq_topic=f"profiles-{run_id}.dlq",
         profiles_group_id=f"profiles-{run_id}",
-        session_timeout_s=3,
+        session_timeout_s=EMBEDDED_SESSION_TIMEOUT_S,
         metrics_port=0,
     )
     ks = Keyspace(settings.redis_prefix)

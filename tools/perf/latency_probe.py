@@ -1,0 +1,40 @@
+"""The bench's latency step alone (``modstream bench`` step 6), on the default bundle, with each hop's
+share (``modstream.harness.bench.HOPS``).
+
+Usage: ``python tools/perf/latency_probe.py RATE SECONDS [setting=value ...]``: posts at RATE a second
+for SECONDS through a worker with the shipped settings and the given overrides; prints the end-to-end
+p50 and p99 and each hop's. Working files go to ``out/latency-probe``.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from modstream.harness.bench import KafkaBench, build_posts, percentiles, repeated
+from modstream.harness.bench_cascade import first_stage_share
+from modstream.serving.artifacts import ensure_models
+from modstream.serving.triton_repo import build_repo
+from modstream.stack.local import LocalStack
+
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+overrides = dict(a.split("=", 1) for a in sys.argv[3:])
+console = Console(stderr=True)
+models = ensure_models(console)
+out = Path("out/latency-probe")
+out.mkdir(parents=True, exist_ok=True)
+repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
+stack = LocalStack(out / "stack", repo, console=console)
+with stack as ep:
+    kb = KafkaBench(ep, stack, models, out)
+    records = build_posts(2000, 7, ep.redis_url)
+    # Twice: the first run also warms Triton (each new input shape's first run is slow), the second is the figure.
+    for run in ("warm-up", "measured"):
+        phase = kb.run(repeated(records, int(rate * seconds), f"lat-{run}"), rate=rate, **overrides)
+        e2e = {f"p{q}_ms": round(float(np.percentile(phase.latencies_ms, q)), 1) for q in (50, 99)}
+        cpu = {k: round(v / (rate * seconds) * 1e3, 3) for k, v in phase.cpu_s.items()}
+        share = round(first_stage_share(phase.verdicts), 3)
+        hops = percentiles(phase.hops_ms)
+        print(json.dumps({"run": run, "e2e": e2e, "by_hop": hops, "cpu_ms_per_post": cpu, "first_stage_share": share}))
