@@ -62,6 +62,7 @@ DEGRADED_REDIS_SHARE = 0.03  # rows trained without any history, as when Redis i
 # Rows trained without either text score, as a post in a language the text model cannot judge
 # (workers/text/language.py): the model learns to decide those on the other signals alone.
 UNJUDGED_TEXT_SHARE = 0.05
+WAVES_PER_KIND = 40  # the card's crowds and campaigns, each kind's decisions counted over this many waves
 TEXT_SCORES = np.flatnonzero(TEXT_MASK)  # the two text scores, as the decide stage names them
 TRANSFORMER = FEATURES.index("text_spam_prob")
 
@@ -186,14 +187,24 @@ def _decisions(p: FloatArray, th: Thresholds) -> dict[str, int]:
 
 
 def served_waves(model_dir: Path, x: FloatArray, waves: npt.NDArray[np.str_]) -> dict[str, dict[str, int]]:
-    """Per kind of wave, its test posts' decisions as the worker serves them: the saved model's score
-    and the decide stage's rules (the campaign action, the text and sender rules) together."""
+    """Per kind of wave, its posts' decisions as the worker serves them: the saved model's score
+    and the decide stage's rules (the campaign action, the text and sender rules) together; and of
+    the reviews and blocks, those of posts a text model reads as spam more likely than not (the text
+    model's to answer for, not the crowd's shape: ``<decision>_text_reads_spam``)."""
     model = DecisionModel.load(model_dir)
     at = np.nonzero(np.isin(waves, WAVES))[0]
     probs, contribs = model.predict(x[at])
     rows = zip(at, probs, contribs, strict=True)
     decided = np.array([judge(model, x[i], float(p), c, DEFAULT_CAMPAIGN_ACTION)[0] for i, p, c in rows])
-    return {w: {d: int(np.sum((waves[at] == w) & (decided == d))) for d in ("allow", "review", "block")} for w in WAVES}
+    reads = (x[at][:, TEXT_SCORES] >= 0.5).any(axis=1)
+    out = {}
+    for w in WAVES:
+        kind = waves[at] == w
+        counts = {d: int(np.sum(kind & (decided == d))) for d in ("allow", "review", "block")}
+        out[w] = counts | {
+            f"{d}_text_reads_spam": int(np.sum(kind & reads & (decided == d))) for d in ("review", "block")
+        }
+    return out
 
 
 def evaluate(y: Labels, p: FloatArray, th: Thresholds) -> Evaluation:
@@ -414,8 +425,6 @@ def train_decision(
         if not signals:
             x[:, [FEATURES.index(f) for f in SIGNALS]] = np.nan
         parts[name] = (x, y)
-        if name == "test":
-            test_waves = np.array([simulated[p.msg.offset].wave for p in posts])
 
     (xt, yt), (xv, yv), (xs, ys) = parts["train"], parts["valid"], parts["test"]
     fitted = block_unjudged_alike(fit(_degrade(xt, rng), yt, xv, yv, monotone=monotone), xv, yv)
@@ -440,7 +449,12 @@ def train_decision(
             "stream_signals": int(signals),
         },
     )
-    card = card.model_copy(update={"waves": served_waves(out, xs, test_waves)})
+    # The crowds and campaigns apart: another platform's waves around the test texts, many of each kind.
+    apart = Simulator(seed + 1, now=1.8e9, scale=n_posts // 8)
+    simulated = apart.waves(test_texts, WAVES_PER_KIND)
+    posts, _ = to_posts(simulated, apart.world)
+    kinds = np.array([simulated[p.msg.offset].wave for p in posts])
+    card = card.model_copy(update={"waves": served_waves(out, scored_rows(posts, apart.world, scorer, ngram), kinds)})
     card.save(out)
     stage1 = first_stage(_degrade(xt, rng), yt, xv, yv, fitted, FIRST_STAGE_AGREEMENT)
     p1v = stage1.predict(without_transformer(xv))

@@ -57,6 +57,11 @@ SPAM_TLD_P = (0.3, 0.1, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05, 0.05, 0.05)
 KINDS = ("normal", "new", "bot", "sleeper", "compromised")
 HAM_KIND_P = (0.8, 0.2, 0.0, 0.0, 0.0)
 SPAM_KIND_P = (0.0, 0.0, 0.55, 0.25, 0.2)
+# Accounts of each kind per unit of scale. Ordinary people post now and then: over the two days of
+# posts most ham comes from accounts with no other post that day (as on a real platform), while bots
+# post all day. With a quarter of the scale each, ham posters had a median of 4 posts in 24 hours and
+# a first post of the day was spam's mark (+1.6 toward spam), which sent new sharers to review.
+USERS = {"normal": 2.0, "new": 1.0, "bot": 0.25, "sleeper": 0.25, "compromised": 0.25}
 CAMPAIGN_P = 0.6  # spam posted in bursts of near-copies by a few accounts
 THREAD_P = 0.1  # ham posted in bursts by one user (a conversation)
 BURST_GAP_S = 300.0  # mean time between the posts of a burst
@@ -147,7 +152,7 @@ class Simulator:
         self.spam_domains = [self._domain(spam=True, i=i) for i in range(n // 2)]
         self.ham_ips = [self._ip(spam=False) for _ in range(n)]
         self.spam_ips = [self._ip(spam=True) for _ in range(n // 8)]
-        self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))] for kind in KINDS}
+        self.users = {kind: [self._user(kind) for _ in range(max(int(n * USERS[kind]), 10))] for kind in KINDS}
         self.viral_urls = [self._url(str(d), spam=False) for d in self.rng.choice(self.ham_domains, size=10)]
         self._ban()
 
@@ -410,6 +415,20 @@ class Simulator:
         """Anyone, often an account so new that the platform knows nothing of it yet."""
         kind = str(self.rng.choice(["normal", "new"], p=[0.6, 0.4]))
         return kind, self._user(kind, known_p=0.5) if kind == "new" else pick(self.rng, self.users[kind])
+
+    def waves(self, examples: Sequence[Example], per_kind: int, span_s: float = 2 * DAY) -> list[SimPost]:
+        """``per_kind`` waves of each kind (:data:`WAVES`), each around a text of its label drawn from
+        ``examples``, started at random over the ``span_s`` seconds before ``now``, in time order: enough
+        crowds and campaigns to count each kind's decisions, where a stream has only a few of each."""
+        r, out = self.rng, list[SimPost]()
+        by_label = {label: [e for e in examples if e.label == label] or list(examples) for label in (0, 1)}
+        for kind in WAVES:
+            pool = by_label[int(kind == "campaign")]
+            for _ in range(per_kind):
+                out += self._wave(
+                    kind, pool[r.integers(len(pool))], by_label[0], self.now - float(r.uniform(0, span_s))
+                )
+        return sorted(out, key=lambda p: p.event.created_at)
 
     def posts(self, examples: Sequence[Example], n: int, span_s: float = 2 * DAY) -> list[SimPost]:
         """``n`` posts drawn from ``examples`` (with replacement, each text in new contexts) over the
