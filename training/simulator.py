@@ -57,11 +57,6 @@ SPAM_TLD_P = (0.3, 0.1, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05, 0.05, 0.05)
 KINDS = ("normal", "new", "bot", "sleeper", "compromised")
 HAM_KIND_P = (0.8, 0.2, 0.0, 0.0, 0.0)
 SPAM_KIND_P = (0.0, 0.0, 0.55, 0.25, 0.2)
-# Accounts of each kind per unit of scale. Ordinary people post now and then: over the two days of
-# posts most ham comes from accounts with no other post that day (as on a real platform), while bots
-# post all day. With a quarter of the scale each, ham posters had a median of 4 posts in 24 hours and
-# a first post of the day was spam's mark (+1.6 toward spam), which sent new sharers to review.
-USERS = {"normal": 2.0, "new": 1.0, "bot": 0.25, "sleeper": 0.25, "compromised": 0.25}
 CAMPAIGN_P = 0.6  # spam posted in bursts of near-copies by a few accounts
 THREAD_P = 0.1  # ham posted in bursts by one user (a conversation)
 BURST_GAP_S = 300.0  # mean time between the posts of a burst
@@ -152,7 +147,7 @@ class Simulator:
         self.spam_domains = [self._domain(spam=True, i=i) for i in range(n // 2)]
         self.ham_ips = [self._ip(spam=False) for _ in range(n)]
         self.spam_ips = [self._ip(spam=True) for _ in range(n // 8)]
-        self.users = {kind: [self._user(kind) for _ in range(max(int(n * USERS[kind]), 10))] for kind in KINDS}
+        self.users = {kind: [self._user(kind) for _ in range(max(n // 4, 10))] for kind in KINDS}
         self.viral_urls = [self._url(str(d), spam=False) for d in self.rng.choice(self.ham_domains, size=10)]
         self._ban()
 
@@ -338,7 +333,7 @@ class Simulator:
                 variants = [f"{button.split('http')[0]}https://{domain}/{{}}"]
             else:
                 template = example.text if r.random() < 0.5 else ham[r.integers(len(ham))].text
-                words = template.split()[:40]
+                words = template.replace("{", "{{").replace("}", "}}").split()[:40]  # literal braces in a text
                 variants = [
                     " ".join(words[: len(words) - int(r.integers(0, 3))]) + f" https://{domain}/{{}}"
                     for _ in range(r.integers(1, 17))

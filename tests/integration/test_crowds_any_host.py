@@ -15,15 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
-from rich.console import Console
 
 from modstream.harness.traffic import Record
-from modstream.serving.artifacts import ensure_models
 from schemas import Verdict
 from tests.integration.conftest import default_models_stack, run_worker
 from tests.integration.test_waves import OPENERS, TAKES, explain, human_journey, table
-from training.simulator import WAVES as SIMULATED_WAVES
-from workers.model_cards import DecisionModelCard
 from workers.state.keyspace import Keyspace
 from workers.state.signals import MINUTES
 from workers.text.urls import POPULAR, SHARED
@@ -166,23 +162,6 @@ def judged(got: dict[str, list[Verdict]], benign: tuple[str, ...], campaigns: tu
     for campaign in campaigns:
         stopped = sum(v.decision != "allow" for v in got[campaign])
         assert stopped >= 0.9 * len(got[campaign]), explain(got[campaign])
-
-
-def test_the_decision_cards_crowds_pass_and_its_campaigns_are_stopped() -> None:
-    """The default decision card counts its decisions on crowds and campaigns generated apart from its
-    training posts, many of each kind: as in the generated waves above, a crowd's shape blocks nothing
-    and reviews at most 5% of its posts (reviews and blocks of posts a text model reads as spam are that
-    model's), and each campaign is at least 90% stopped."""
-    card = DecisionModelCard.load(ensure_models(Console(stderr=True)).decision)
-    assert card.waves is not None and set(card.waves) == set(SIMULATED_WAVES)
-    for kind, n in card.waves.items():
-        posts = n["allow"] + n["review"] + n["block"]
-        print(kind, n)
-        if kind == "campaign":
-            assert n["allow"] <= 0.1 * posts
-        else:
-            assert n["block"] == n["block_text_reads_spam"]
-            assert n["review"] - n["review_text_reads_spam"] <= 0.05 * posts
 
 
 HISTORY_DAYS = 35  # the stream before the waves: more than features.STREAM_HISTORY_DAYS
