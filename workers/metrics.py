@@ -25,6 +25,14 @@ BATCH_SIZE = Histogram("modstream_batch_size", "Records per micro-batch", bucket
 E2E_SECONDS = Histogram(
     "modstream_end_to_end_seconds", "Produce timestamp to verdict delivered", buckets=_FAST + _BACKLOG
 )
+# Where a verdict's time goes, per post: from its producer's timestamp to the worker's poll (the
+# producer's linger, the broker, the fetch wait), and from the poll to its verdict delivered (every
+# stage, the batches ahead of it, the publish). The stages' own times are modstream_stage_seconds.
+HOP_SECONDS = Histogram(
+    "modstream_hop_seconds", "A post's time by hop: broker_in (produce to poll), in_worker (poll to delivered)",
+    ["hop"], buckets=_FAST + _BACKLOG,
+)  # fmt: skip
+BROKER_IN, IN_WORKER = HOP_SECONDS.labels("broker_in"), HOP_SECONDS.labels("in_worker")
 DEGRADED = Counter("modstream_degraded_total", "Verdicts decided without a dependency", ["cause"])
 DECISION_RULES = Counter(
     "modstream_decision_rules_total",

@@ -9,7 +9,7 @@ from workers.clients import DeliveryError, Framing, Sink
 from workers.errors import each
 from workers.kafka.commit import Settlement, settle
 from workers.kafka.delivery import DeadLetters, Output, deliver
-from workers.metrics import E2E_SECONDS, RECORDS
+from workers.metrics import BROKER_IN, E2E_SECONDS, IN_WORKER, RECORDS
 from workers.records import Failure, InMsg, Outcome
 
 STAGE = "publish"
@@ -55,13 +55,19 @@ def publish(
 
     undelivered = deliver(sink, outputs, timeout_s, replace)
 
-    now_ms = time.time() * 1000
+    now_ms, now = time.time() * 1000, time.monotonic()
     for o in outcomes:
         t = token[o.msg.topic, o.msg.partition, o.msg.offset]
         if t not in dead and t not in undelivered:
             RECORDS.labels(o.verdict.decision).inc()
     RECORDS.labels("dead_letter").inc(sum(t not in undelivered for t in dead))
     for i, m in enumerate(msgs):
-        if i not in undelivered and m.produced_at_ms is not None:
-            E2E_SECONDS.observe(max(0.0, now_ms - m.produced_at_ms) / 1000)
+        if i in undelivered:
+            continue
+        in_worker = now - m.received_at
+        IN_WORKER.observe(in_worker)
+        if m.produced_at_ms is not None:
+            end_to_end = max(0.0, now_ms - m.produced_at_ms) / 1000
+            E2E_SECONDS.observe(end_to_end)
+            BROKER_IN.observe(max(0.0, end_to_end - in_worker))
     return settle(msgs, undelivered)
