@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
 from modstream.cli import app
+from modstream.harness.bench import HOPS
 from workers.config import Settings
 from workers.feedback.settings import FeedbackSettings
 
@@ -364,3 +365,14 @@ def test_the_cascades_real_posts_figures_are_its_bench_files() -> None:
         for cell, j in ((cascade, real["cascade"]), (full, real["full"])):
             figures = f"{j['block_f1']:.4f}, {j['ham_blocked']}, {j['spam_allowed']}, {j['review_share']:.1%}"
             assert cell == figures, f"{label}: {cell!r}, the bench file says {figures!r}"
+
+
+def test_the_latency_by_hop_figures_are_their_bench_file() -> None:
+    page = ROOT / "docs" / "PERFORMANCE.md"
+    details = json.loads((ROOT / "docs" / "perf" / "r24" / "bench.json").read_text())["details"]
+    for label, key in (
+        ("at-least-once, by hop", "latency_by_hop"),
+        ("exactly-once, by hop", "exactly_once_latency_by_hop"),
+    ):
+        want = [f"{details[key][hop]['p50_ms']:.1f} / {details[key][hop]['p99_ms']:.1f}" for hop in HOPS]
+        assert table_row(page, label) == want, f"{label}: the bench file says {want}"
