@@ -134,6 +134,7 @@ class BenchDetails:
     hot_swap_promote_s: list[float] = field(default_factory=list)  # each promotion's wall time, load and drain
     hot_swap_verdicts_by_text: list[dict[str, int]] = field(default_factory=list)
     lost_by_phase: dict[str, int] = field(default_factory=dict)
+    degraded_by_phase: dict[str, int] = field(default_factory=dict)  # Phase.degraded
     signals: SignalCost | None = None
     cascade: dict[str, MixResult] = field(default_factory=dict)  # by mix (bench_cascade.MIXES, REAL)
     ratios: dict[str, float] = field(default_factory=dict)
@@ -403,6 +404,12 @@ class Phase:
     by_text: dict[str, int] = field(default_factory=dict)  # verdicts per text model version
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # by post id
     hops_ms: dict[str, list[float]] = field(default_factory=dict)  # by HOPS, per post
+
+    @property
+    def degraded(self) -> int:
+        """Verdicts decided without a dependency (a Triton request refused or late, Redis away): a
+        rate or latency measured on them is not the pipeline's."""
+        return sum(v.degraded for v in self.verdicts.values())
 
 
 @dataclass(frozen=True)
@@ -789,6 +796,7 @@ def run_bench(
         d.lost_by_phase = {name: p.lost for name, p in phases.items()} | {
             f"cascade_{mix}": m.lost for mix, m in d.cascade.items()
         }
+        d.degraded_by_phase = {name: p.degraded for name, p in phases.items()}
         # Each phase over the ceiling measured around it (Ceiling); the pipeline's is the median of its runs.
         d.ratios = {
             "pipeline_over_model_only": round(median_pair(pipes).ratio, 3),

@@ -30,6 +30,11 @@ def test_bench_smoke(tmp_path: Path) -> None:
         "lost",
     } <= saved.keys()
     assert saved["details"]["pipeline_with_shadow_posts_per_s"] > 0
+    assert set(saved["details"]["degraded_by_phase"]) == set(saved["details"]["lost_by_phase"]) - {
+        "cascade_social",
+        "cascade_spam_heavy",
+        "cascade_real",
+    }
     # Each verdict's time by hop, in both delivery guarantees.
     for by_hop in (saved["details"]["latency_by_hop"], saved["details"]["exactly_once_latency_by_hop"]):
         assert set(by_hop) == set(HOPS) and all(h["p99_ms"] >= h["p50_ms"] for h in by_hop.values())

@@ -37,4 +37,16 @@ with stack as ep:
         cpu = {k: round(v / (rate * seconds) * 1e3, 3) for k, v in phase.cpu_s.items()}
         share = round(first_stage_share(phase.verdicts), 3)
         hops = percentiles(phase.hops_ms)
-        print(json.dumps({"run": run, "e2e": e2e, "by_hop": hops, "cpu_ms_per_post": cpu, "first_stage_share": share}))
+        # Degraded verdicts too: a figure measured on them (a Triton request refused) is not the pipeline's.
+        print(
+            json.dumps(
+                {
+                    "run": run,
+                    "e2e": e2e,
+                    "by_hop": hops,
+                    "cpu_ms_per_post": cpu,
+                    "first_stage_share": share,
+                    "degraded": phase.degraded,
+                }
+            )
+        )
