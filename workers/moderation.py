@@ -85,6 +85,7 @@ class ModerationWorker:
         full = self.settings.batch_max_size
         self._ramp = self.ramp or BatchRamp(full, full)
         self._closing: set[asyncio.Task[None]] = set()  # old text models' clients, closed when unused
+        self._counted: asyncio.Future[None] | None = None  # the last batch's Turn.mine
         # Every transactional call off the event loop, under a deadline (workers/kafka/commit.py).
         txns, timeout_s = self.transactions, self.settings.transaction_timeout_s
         self._transactions = Guarded(txns, timeout_s) if txns is not None else None
@@ -199,11 +200,21 @@ class ModerationWorker:
 
     async def handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None = None) -> None:
         """Run one batch through the stages and publish it; its offsets become final once
-        ``after`` (the previous batch) has settled, by the commit policy (workers/kafka/commit.py)."""
+        ``after`` (the previous batch) has settled, by the commit policy (workers/kafka/commit.py).
+        Its stream signals are counted after the previous batch's: batches start in poll order, and
+        take their turn before their first await."""
         BATCH_SIZE.observe(len(msgs))
+        turn = Turn(self._counted, asyncio.get_running_loop().create_future())
+        self._counted = turn.mine
+        try:
+            await self._handle(msgs, after, turn)
+        finally:
+            turn.taken()  # whatever happened to this batch, the next one counts
+
+    async def _handle(self, msgs: Sequence[InMsg], after: Awaitable[None] | None, turn: Turn) -> None:
         commit = batch_commit(self.source, self._transactions, after)
         try:
-            settlement = await self._process(msgs, commit)
+            settlement = await self._process(msgs, commit, turn)
         except BaseException as exc:
             # An Outage (a Schema Registry that does not answer for a schema id not cached yet) is
             # not a record error: retried record by record it would dead-letter every record of the
@@ -215,7 +226,7 @@ class ModerationWorker:
             settlement = await self._isolate(msgs, exc, commit)
         await commit.settle(settlement)
 
-    async def _process(self, msgs: Sequence[InMsg], commit: BatchCommit) -> Settlement:
+    async def _process(self, msgs: Sequence[InMsg], commit: BatchCommit, turn: Turn | None = None) -> Settlement:
         # The whole batch is scored, decided and named by one set of models, whatever is promoted meanwhile.
         model, scorer, ngram, languages = self.decision, self.scorer, self.ngram, self.languages
         versions = self.versions(model, scorer)
@@ -228,7 +239,7 @@ class ModerationWorker:
         own = self.shadow.score(rest) if self.shadow is not None else None
         try:
             (profiles, no_redis), ngram_probs, unjudged = await asyncio.gather(
-                self._enrich(rest), self._ngram(rest, ngram), self._languages(rest, languages)
+                self._enrich(rest, turn), self._ngram(rest, ngram), self._languages(rest, languages)
             )
             facts = _Facts(rest, profiles, ngram_probs, unjudged, no_redis)
             decided, undecided, probs, unavailable = await self._decide(facts, model, scorer, versions)
@@ -346,8 +357,13 @@ class ModerationWorker:
 
     # Enrichment and scoring degrade instead of failing the batch: a verdict without
     # history or without a text score is still a verdict, flagged `degraded`.
-    async def _enrich(self, posts: list[Post]) -> tuple[list[Profile], bool]:
+    async def _enrich(self, posts: list[Post], turn: Turn | None) -> tuple[list[Profile], bool]:
+        """Profiles and stream signals; ``turn`` (None for a record retried alone) holds the signals
+        until the batch polled before has counted its own: a campaign's first copies and the stream's
+        first sighting are counted in the order the posts came."""
         try:
+            if turn is not None:
+                await turn.wait()
             with timed(enrich.STAGE):
                 ks, ttl = Keyspace(self.settings.redis_prefix), self.settings.signal_snapshot_ttl_s
                 return await enrich.enrich(posts, self.store, ks, ttl), False
@@ -355,6 +371,9 @@ class ModerationWorker:
             log.warning("enrich failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("redis").inc(len(posts))
             return [Profile() for _ in posts], True
+        finally:
+            if turn is not None:
+                turn.taken()
 
     async def _ngram(self, posts: list[Post], ngram: NgramModel | None) -> list[float | None]:
         """The n-gram model's scores: local, so they need no server and never degrade."""
@@ -389,6 +408,23 @@ class ModerationWorker:
             log.warning("text scoring failed, degrading %d posts: %r", len(posts), exc)
             DEGRADED.labels("text_model").inc(len(posts))
             return [None] * len(posts), True
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A batch's place in the order its stream signals are counted in: after ``before`` (the
+    previous batch's ``mine``), done when ``mine`` is."""
+
+    before: asyncio.Future[None] | None
+    mine: asyncio.Future[None]
+
+    async def wait(self) -> None:
+        if self.before is not None:
+            await asyncio.shield(self.before)  # a cancelled batch must not cancel its predecessor's turn
+
+    def taken(self) -> None:
+        if not self.mine.done():
+            self.mine.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 import asyncio
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from workers.records import InMsg
 from workers.stages.score import ScoreCache, TextScorer
 from workers.stages.short_circuit import BanListCache
 from workers.state.keyspace import Keyspace
+from workers.state.signals import Plan as SignalPlan
 from workers.text.encoder import TextEncoder
 
 KS = Keyspace("t:")
@@ -327,3 +329,34 @@ async def test_a_failed_batch_keeps_the_next_batch_from_committing(encoder: Text
     with pytest.raises(DeliveryFailed):
         await asyncio.gather(w.run(asyncio.Event()), open_when_published(w, source, gate))
     assert source.order == [1]  # only "a"
+
+
+class SlowFirstBanList(FakeStore):
+    """The ban list's first read is slow: the batch polled first still waits for it when the next
+    batch, reading it again, reaches enrichment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads, self.enriched = 0, list[list[str]]()
+
+    async def members(self, keys: Sequence[str]) -> list[set[str]]:
+        self.reads += 1
+        if self.reads == 1:
+            await asyncio.sleep(0.05)
+        return await super().members(keys)
+
+    async def enrich(
+        self, keys: Sequence[str], plans: Sequence[SignalPlan]
+    ) -> tuple[list[dict[str, str]], list[list[float]]]:
+        self.enriched.append(list(keys))
+        return await super().enrich(keys, plans)
+
+
+async def test_batches_count_their_stream_signals_in_poll_order(encoder: TextEncoder) -> None:
+    """A campaign's first copies and the stream's first sighting are counted in the order the posts
+    came, even when the batch polled first is held up before its enrichment."""
+    one, two = msgs(event("a", user_id="first")), msgs(event("b", user_id="second"))
+    store = SlowFirstBanList()
+    w = make_worker(encoder, one, store=store)
+    await asyncio.gather(w.handle(one), w.handle(two))
+    assert [any(k == KS.user("first") for k in keys) for keys in store.enriched] == [True, False]
