@@ -29,9 +29,11 @@ E2E_SECONDS = Histogram(
 # producer's linger, the broker, the fetch wait), and from the poll to its verdict delivered (every
 # stage, the batches ahead of it, the publish). The stages' own times are modstream_stage_seconds.
 HOP_SECONDS = Histogram(
-    "modstream_hop_seconds", "A post's time by hop: broker_in (produce to poll), in_worker (poll to delivered)",
-    ["hop"], buckets=_FAST + _BACKLOG,
-)  # fmt: skip
+    "modstream_hop_seconds",
+    "A post's time by hop: broker_in (produce to poll), in_worker (poll to delivered)",
+    ["hop"],
+    buckets=_FAST + _BACKLOG,
+)
 BROKER_IN, IN_WORKER = HOP_SECONDS.labels("broker_in"), HOP_SECONDS.labels("in_worker")
 DEGRADED = Counter("modstream_degraded_total", "Verdicts decided without a dependency", ["cause"])
 DECISION_RULES = Counter(

@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -374,18 +375,18 @@ HOPS = (
 )
 
 
-def hop_latencies(sent: dict[str, float], verdicts: dict[str, Verdict], published: dict[str, float],
-                  arrived: dict[str, float]) -> dict[str, list[float]]:  # fmt: skip
-    """ms per post by hop (:data:`HOPS`); the four add up to the post's end-to-end latency."""
+def hop_latencies(
+    sent: dict[str, float], verdicts: dict[str, Verdict], published: dict[str, float], arrived: dict[str, float]
+) -> dict[str, list[float]]:
+    """ms per post by hop (:data:`HOPS`): the intervals between the five instants each post
+    carries, which add up to its end-to-end latency."""
     out: dict[str, list[float]] = {hop: [] for hop in HOPS}
     for key, v in verdicts.items():
-        if key not in sent or key not in published:
-            continue
-        decided = v.decided_at.timestamp()
-        polled = decided - v.latency_ms / 1000
-        for hop, ms in zip(HOPS, (polled - sent[key], decided - polled, published[key] - decided,
-                                  arrived[key] - published[key]), strict=True):  # fmt: skip
-            out[hop].append(ms * 1000)
+        if key in sent and key in published:
+            decided = v.decided_at.timestamp()
+            instants = (sent[key], decided - v.latency_ms / 1000, decided, published[key], arrived[key])
+            for hop, (start, end) in zip(HOPS, pairwise(instants), strict=True):
+                out[hop].append((end - start) * 1000)
     return out
 
 
