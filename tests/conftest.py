@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import platform
 import shutil
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -20,6 +26,54 @@ from workers.config import Settings
 
 TINY_VOCAB = 1000
 TINY_DIM = 8
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--figures",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write what the tests a reference page quotes measured (the crowd waves) as DIR/<name>.json",
+    )
+
+
+def machine() -> str:
+    """The CPU's model name and the cores this process may use, as the pages' figures name a machine."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {len(os.sched_getaffinity(0))} cores"
+    return f"{platform.machine()}, {os.cpu_count()} cores"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A test's measurements that a reference page quotes, with the run's date, machine, command and
+    commit: written under ``--figures DIR`` (the docs test holds the page to the committed files), else
+    dropped, so a plain ``make test`` writes nothing."""
+
+    folder: Path | None
+    command: str
+
+    def write(self, name: str, figures: Mapping[str, object]) -> None:
+        if self.folder is None:
+            return
+        describe = ["git", "describe", "--always", "--dirty", "--abbrev=7"]
+        commit = subprocess.run(describe, capture_output=True, text=True).stdout.strip()
+        made = {
+            "date": f"{datetime.now(UTC):%Y-%m-%d}",
+            "machine": machine(),
+            "command": self.command,
+            "commit": commit,
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"{name}.json").write_text(json.dumps({**made, **figures}, indent=1) + "\n")
+
+
+@pytest.fixture(scope="session")
+def figures(pytestconfig: pytest.Config) -> Figures:
+    return Figures(pytestconfig.getoption("figures"), " ".join(("pytest", *pytestconfig.invocation_params.args)))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,8 +19,9 @@ import redis
 
 from modstream.harness.traffic import Record
 from schemas import FeedbackEvent
+from tests.conftest import Figures
 from tests.integration.conftest import default_models_stack, run_worker
-from tests.integration.test_waves import explain, human_journey, table
+from tests.integration.test_waves import counted, explain, human_journey, served, table
 from workers.adapters.redis_store import RedisReputationStore
 from workers.state.keyspace import Keyspace
 from workers.state.reputation import plan, wanted
@@ -137,10 +138,10 @@ async def report_all(redis_url: str, ks: Keyspace, events: dict[str, FeedbackEve
         await store.close()
 
 
-def test_crowds_pass_and_the_campaign_that_looks_like_one_is_stopped() -> None:
+def test_crowds_pass_and_the_campaign_that_looks_like_one_is_stopped(figures: Figures) -> None:
     now = datetime.now(UTC)
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)
-    with default_models_stack("modstream-crowds-") as (_, ep, settings):
+    with default_models_stack("modstream-crowds-") as (models, ep, settings):
         ks = Keyspace(settings.redis_prefix)
         asyncio.run(report_all(ep.redis_url, ks, brigade(settings.group_id, start)))
         registered = str(int((now - timedelta(days=4)).timestamp()))
@@ -152,6 +153,7 @@ def test_crowds_pass_and_the_campaign_that_looks_like_one_is_stopped() -> None:
     got = {w: [verdicts[str(e["post_id"])] for e in posts[w]] for w in CROWDS}
     for w in CROWDS:
         print(w, table(got[w]))
+    figures.write("named-crowds", {"models": served(models), "waves": {w: counted(got[w]) for w in CROWDS}})
     for crowd in ("viral", "share", "release"):
         assert not [v for v in got[crowd] if v.decision == "block"], explain(got[crowd])
         assert sum(v.decision == "review" for v in got[crowd]) <= 2, explain(got[crowd])

@@ -18,8 +18,9 @@ import redis
 
 from modstream.harness.traffic import Record
 from schemas import Verdict
+from tests.conftest import Figures
 from tests.integration.conftest import default_models_stack, run_worker
-from tests.integration.test_waves import OPENERS, TAKES, explain, human_journey, table
+from tests.integration.test_waves import OPENERS, TAKES, counted, explain, human_journey, served, table
 from workers.state.keyspace import Keyspace
 from workers.state.signals import MINUTES
 from workers.text.urls import POPULAR, SHARED
@@ -131,10 +132,10 @@ def profiles(r: redis.Redis, ks: Keyspace, run: str, hosts: dict[str, str], now:
 
 
 @pytest.mark.parametrize("seed", [60, 61, 62])
-def test_a_share_is_not_a_copy_on_any_host_and_coordinated_campaigns_are_stopped(seed: int) -> None:
+def test_a_share_is_not_a_copy_on_any_host_and_coordinated_campaigns_are_stopped(seed: int, figures: Figures) -> None:
     now = datetime.now(UTC)
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)
-    with default_models_stack("modstream-any-host-") as (_, ep, settings):
+    with default_models_stack("modstream-any-host-") as (models, ep, settings):
         waves, hosts = generated(settings.group_id, start, seed)
         profiles(redis.Redis.from_url(ep.redis_url), Keyspace(settings.redis_prefix), settings.group_id, hosts, now)
         events = sorted((e for w in WAVES for e in waves[w]), key=lambda e: (str(e["created_at"]), str(e["post_id"])))
@@ -144,7 +145,17 @@ def test_a_share_is_not_a_copy_on_any_host_and_coordinated_campaigns_are_stopped
         w: [verdicts[str(e["post_id"])] for e in waves[w] if not str(e["post_id"]).startswith("seed-")] for w in WAVES
     }
     print(hosts)
+    figures.write(f"any-host-{seed}", {"models": served(models), "hosts": hosts, "waves": recorded(got, BENIGN)})
     judged(got, BENIGN, CAMPAIGNS)
+
+
+def shaped(vs: list[Verdict]) -> list[Verdict]:
+    """The reviews a crowd's shape made: of posts the transformer itself does not read as spam."""
+    return [v for v in vs if v.decision == "review" and v.stage_scores.get("text", 0.0) < READS_SPAM]
+
+
+def recorded(got: dict[str, list[Verdict]], benign: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    return {w: {**counted(vs), **({"shape_reviews": len(shaped(vs))} if w in benign else {})} for w, vs in got.items()}
 
 
 def judged(got: dict[str, list[Verdict]], benign: tuple[str, ...], campaigns: tuple[str, ...]) -> None:
@@ -156,9 +167,9 @@ def judged(got: dict[str, list[Verdict]], benign: tuple[str, ...], campaigns: tu
         assert not [v for v in got[crowd] if v.decision == "block"], explain(got[crowd])
         # What this test is about: the crowd's shape (one sentence, one journey, one page) moves nothing.
         # Posts the transformer itself reads as spam are the text model's to answer for, and printed.
-        shaped = [v for v in got[crowd] if v.decision == "review" and v.stage_scores.get("text", 0.0) < READS_SPAM]
-        print(crowd, "reviewed where the text does not read as spam:", len(shaped))
-        assert len(shaped) <= 3, explain(shaped)
+        by_shape = shaped(got[crowd])
+        print(crowd, "reviewed where the text does not read as spam:", len(by_shape))
+        assert len(by_shape) <= 3, explain(by_shape)
     for campaign in campaigns:
         stopped = sum(v.decision != "allow" for v in got[campaign])
         assert stopped >= 0.9 * len(got[campaign]), explain(got[campaign])
@@ -168,7 +179,9 @@ HISTORY_DAYS = 35  # the stream before the waves: more than features.STREAM_HIST
 
 
 @pytest.mark.parametrize("seed", [63, 64])
-def test_a_domain_new_to_a_stream_with_weeks_of_history_is_young_and_one_it_has_long_seen_is_not(seed: int) -> None:
+def test_a_domain_new_to_a_stream_with_weeks_of_history_is_young_and_one_it_has_long_seen_is_not(
+    seed: int, figures: Figures
+) -> None:
     """Nothing dates either host but the stream's own history: five weeks of posts, in which the app's
     host shows up from the first day on. The app's share button passes; the same sentence, each
     account linking a page of its own on a host first seen today, is a campaign's copies: stopped."""
@@ -177,7 +190,7 @@ def test_a_domain_new_to_a_stream_with_weeks_of_history_is_young_and_one_it_has_
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)
     known, fresh = made_up_host(rng), made_up_host(rng)
     button = "Just shared my workout, have a look: https://{}/w/{}"
-    with default_models_stack("modstream-history-") as (_, _ep, settings):
+    with default_models_stack("modstream-history-") as (models, _ep, settings):
         run = settings.group_id
         history = [
             sharer(rng, run, start - timedelta(days=HISTORY_DAYS - day), "history", day, f"{take} {link}")
@@ -195,8 +208,9 @@ def test_a_domain_new_to_a_stream_with_weeks_of_history_is_young_and_one_it_has_
         records = [Record(str(e["post_id"]), json.dumps(e).encode(), None) for e in events]
         verdicts = run_worker(settings, records, timeout_s=300).outcomes.verdicts
     print(known, fresh)
-    judged(
-        {w: [verdicts[str(e["post_id"])] for e in es] for w, es in waves.items()},
-        ("share_long_seen",),
-        ("campaign_first_seen",),
+    got = {w: [verdicts[str(e["post_id"])] for e in es] for w, es in waves.items()}
+    hosts = {"known": known, "fresh": fresh}
+    figures.write(
+        f"history-{seed}", {"models": served(models), "hosts": hosts, "waves": recorded(got, ("share_long_seen",))}
     )
+    judged(got, ("share_long_seen",), ("campaign_first_seen",))

@@ -16,7 +16,9 @@ import pytest
 import redis
 
 from modstream.harness.traffic import Record
+from modstream.serving.artifacts import Models
 from schemas import Verdict
+from tests.conftest import Figures
 from tests.integration.conftest import default_models_stack, run_worker
 from workers.model_cards import DecisionModelCard
 from workers.state.keyspace import Keyspace
@@ -114,7 +116,7 @@ def waves(run: str, start: datetime) -> dict[str, list[dict[str, object]]]:
 WAVES = ("campaign", "news", "greeting")
 
 
-def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
+def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished(figures: Figures) -> None:
     now = datetime.now(UTC)
     start = datetime.fromtimestamp(int(now.timestamp()) // MINUTES * MINUTES - 2 * MINUTES, UTC)  # one 10-min bucket
     with default_models_stack("modstream-waves-") as (models, ep, settings):
@@ -135,6 +137,12 @@ def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
     got = {w: [verdicts[str(e["post_id"])] for e in posts[w]] for w in WAVES}
     for w in WAVES:
         print(w, table(got[w][:20]), table(got[w][-20:]))
+    halves = {
+        f"{w}, {half}": counted(vs)
+        for w in WAVES
+        for half, vs in (("first 20", got[w][:20]), ("last 20", got[w][-20:]))
+    }
+    figures.write("named-waves", {"models": served(models), "waves": halves})
     campaign = got["campaign"][9:]  # from its 10th post
     stopped = sum(v.decision != "allow" for v in campaign) / len(campaign)
     blocked = sum(v.decision == "block" for v in campaign) / len(campaign)
@@ -152,9 +160,18 @@ def test_a_campaign_is_seen_and_sharing_the_news_is_not_punished() -> None:
     assert not [v for v in got["greeting"] if v.decision == "block"], explain(got["greeting"])
 
 
-def table(vs: list[Verdict]) -> str:
+def counted(vs: list[Verdict]) -> dict[str, int]:
     c = Counter(v.decision for v in vs)
-    return f"{c['allow']} / {c['review']} / {c['block']}"
+    return {d: c[d] for d in ("allow", "review", "block")}
+
+
+def table(vs: list[Verdict]) -> str:
+    return " / ".join(map(str, counted(vs).values()))
+
+
+def served(models: Models) -> dict[str, str]:
+    """The text model's cache key and the decision model's version: what a page's figures were served by."""
+    return {"text": models.text.name, "decision": DecisionModelCard.load(models.decision).version}
 
 
 def explain(vs: list[Verdict]) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import typer.main
 from pydantic import SecretStr
@@ -30,6 +31,8 @@ from workers.feedback.settings import FeedbackSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 README_LINES, PAGE_LINES = 200, 300
+DECISIONS = ("allow", "review", "block")
+FLAGGED = ("ham_flagged", "ham_flagged_guarded")  # the chat table's: without and with the language guard
 CONFIGURATION = ROOT / "docs" / "CONFIGURATION.md"
 # Every settings class (test_every_settings_class_is_listed keeps this whole).
 SETTINGS: tuple[type[BaseSettings], ...] = (Settings, FeedbackSettings)
@@ -333,6 +336,181 @@ def table_row(page: Path, label: str) -> list[str]:
         if line.startswith("|") and cells[0].startswith(label):
             return cells[1:]
     raise AssertionError(f"{page.relative_to(ROOT)}: no table row starting {label!r}")
+
+
+def table(page: Path, header: str) -> dict[str, list[str]]:
+    """The rows of the table on ``page`` whose header's first cell is ``header``, by their first cell."""
+    rows: dict[str, list[str]] = {}
+    inside = False
+    for line in page.read_text().splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|"):
+            if inside:
+                return rows
+        elif cells[0] == header:
+            inside = True
+        elif inside and not cells[0].startswith("---"):
+            rows[cells[0]] = cells[1:]
+    assert inside, f"{page.relative_to(ROOT)}: no table headed {header!r}"
+    return rows
+
+
+def test_the_gpu_pages_figures_are_its_run_files() -> None:
+    """GPU.md's two tables, row by row, as the lent machines' outputs under docs/perf/gpu/ hold them."""
+    page, runs = ROOT / "docs" / "GPU.md", ROOT / "docs" / "perf" / "gpu"
+    host, again, cluster = (
+        json.loads((runs / f"{n}.json").read_text()) for n in ("gpu_host", "gpu_host_5000", "gpu_host_cluster")
+    )
+    nodes = re.search(r"cluster of (\d+)", cluster["redis"])
+    assert nodes
+    labelled = [(str(r["workers"]), r, "") for r in host["runs"]]
+    labelled += [(f"{r['workers']} (again)", r, "") for r in again["runs"]]
+    labelled += [(f"{r['workers']}, Redis Cluster", r, f" ({nodes.group(1)} nodes)") for r in cluster["runs"]]
+    want = {
+        label: [
+            f"{r['posts']:,}",
+            f"{r['posts_per_s']:,.1f}",
+            f"{r['degraded_share']:.1%}" if r["degraded_share"] else "0",
+            f"{r['cores']['worker']:.2f}",
+            f"{r['cores']['redis']:.2f}{suffix}",
+            f"{r['cores']['kafka']:.2f}",
+            f"{r['cores']['stand-in']:.2f}",
+            f"{r['cores']['load (producer, collector)']:.2f}",
+            f"{r['gpu_busy_share']:.0%}",
+            f"{r['rows_per_call']:.0f}",
+        ]
+        for label, r, suffix in labelled
+    }
+    assert table(page, "worker processes") == want
+    text = " ".join(page.read_text().split())
+    for latency in (again["latency"], host["latency_at_half"], cluster["latency"]):
+        ms = latency["latency_ms"]
+        assert f"p50 {ms['p50']}" in text and f"p99 {ms['p99']}" in text, f"paced latency {ms}"
+    grid = json.loads((runs / "gpu.json").read_text())["grid"]
+    columns = [("fp32/eager", "32"), ("fp16/eager", "32"), *(("fp16/graph", seq) for seq in ("16", "32", "64", "128"))]
+    alone = table(page, "batch")
+    assert alone == {
+        batch: [f"{grid[kind][seq][batch]['seq_per_s']:,.0f}" for kind, seq in columns] for batch in alone
+    }, "the model alone"
+    assert list(alone) == ["1", "16", "64", "256", "512"]
+
+
+def test_the_waves_pages_figures_are_its_test_files() -> None:
+    """WAVES.md's crowd tables, cell by cell, as the crowd tests wrote them (``pytest --figures
+    docs/waves``): a row names its wave in backticks, a column its seed (else the named crowds' one
+    column); the page's models are the ones the files were served by."""
+    page, runs = ROOT / "docs" / "WAVES.md", ROOT / "docs" / "waves"
+    files = {p.stem: json.loads(p.read_text()) for p in runs.glob("*.json")}
+
+    def cells(counts: dict[str, int]) -> str:
+        return f"{counts['allow']} / {counts['review']} / {counts['block']}"
+
+    for header, file in (
+        ("wave (60 posts each)", "any-host-{}"),
+        ("wave on a stream with five weeks of history", "history-{}"),
+    ):
+        seeds = [c.removeprefix("seed ") for c in header_cells(page, header)[1:] if c.startswith("seed ")]
+        for label, row in table(page, header).items():
+            wave = named_in(label)
+            got = row[: len(seeds)]
+            assert got == [cells(files[file.format(s)]["waves"][wave]) for s in seeds], f"{wave}: {got}"
+    named = {**files["named-crowds"]["waves"], **files["named-waves"]["waves"]}
+    rows = {named_in(label): row[0] for label, row in table(page, "named crowd").items()}
+    assert rows == {wave: cells(counts) for wave, counts in named.items()}
+    card = json.loads((ROOT / "docs" / "decision" / "card.json").read_text())
+    for label, row in table(page, "kind (40 waves each)").items():
+        w = card["waves"][named_in(label)]
+        counted = [
+            f"{w[d]:,}" if d == "allow" or not w[d] else f"{w[d]:,} ({w[f'{d}_text_reads_spam']:,})" for d in DECISIONS
+        ]
+        assert row == [f"{sum(w[d] for d in DECISIONS):,}", *counted], label
+    served = {f["models"]["text"] for f in files.values()} | {f["models"]["decision"] for f in files.values()}
+    assert card["version"] in served, "the card's waves are the bundle's the crowd tests were served by"
+    assert all(f"`{model}`" in page.read_text() for model in served) and len(served) == 2, served
+    assert all(f["date"] in page.read_text() for f in files.values()), "the page gives the runs' date"
+
+
+def header_cells(page: Path, header: str) -> list[str]:
+    return next(
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in page.read_text().splitlines()
+        if line.startswith(f"| {header} |")
+    )
+
+
+def named_in(label: str) -> str:
+    """What a row's first cell names in backticks (its last span): a wave, a set of a run."""
+    spans = re.findall(r"`([^`]+)`", label)
+    assert spans, f"row {label!r} names nothing in backticks"
+    return spans[-1]
+
+
+def metric_cells(m: dict[str, float]) -> list[str]:
+    return [*(f"{m[k]:.4f}" for k in ("f1", "precision", "recall", "roc_auc")), f"{m['ece']:.3f}"]
+
+
+def signal_cells(run: dict[str, Any]) -> list[str]:
+    """ROC-AUC / F1 / ECE of each text signal on a set of ``zero_shot.json``; "–" where it has one class."""
+
+    def cell(x: float | None) -> str:
+        return "–" if x is None else f"{x:.3f}"
+
+    return [
+        " / ".join((cell(run[s]["roc_auc"]), cell(run[s]["f1"]) if run["spam"] else "–", cell(run[s]["ece"])))
+        for s in ("transformer", "ngram", "fused")
+    ]
+
+
+def flagged(run: dict[str, Any]) -> str:
+    """The share of a set's ham the fusion flags, with the count where the ham is a handful."""
+    ham, share = run["n"] - run["spam"], run["fused"]["ham_flagged"]
+    return f"{share:.1%}" + (f" ({round(share * ham)} of {ham})" if ham < 20 else "")
+
+
+def test_the_text_pages_figures_are_their_card_and_runs() -> None:
+    """TEXT_MODEL.md's and TEXT_EVALUATION.md's tables, cell by cell, as the committed outputs under
+    docs/text/ hold them: the default's card, and its zero-shot, day-one and SMS runs."""
+    text, model, evaluation = (
+        ROOT / "docs" / "text",
+        ROOT / "docs" / "TEXT_MODEL.md",
+        ROOT / "docs" / "TEXT_EVALUATION.md",
+    )
+    card, sms = (json.loads((text / f"{n}.json").read_text()) for n in ("card", "sms_card"))
+    runs = {r["set"]: r for r in json.loads((text / "zero_shot.json").read_text())}
+    for page, c in ((model, card), (evaluation, sms)):
+        signals = {
+            "transformer, static int8": c["metrics"]["int8"]["test"],
+            "transformer, fp32": c["metrics"]["fp32"]["test"],
+            "char n-gram": c["ngram"]["metrics"]["test"],
+            "fused": c["fusion"]["metrics"]["test"],
+        }
+        rows = table(page, "signal")
+        assert len(rows) == len(signals), page.name
+        for label, row in rows.items():
+            want = next(m for name, m in signals.items() if label.startswith(name))
+            assert row == metric_cells(want), f"{page.name}: {label}"
+        assert c["version"] in page.read_text(), f"{page.name} names the model's version"
+    for label, row in table(model, "test posts").items():
+        run = runs[named_in(label)]
+        assert row == [f"{run['n']:,}", f"{run['spam']:,}", *signal_cells(run), flagged(run)], label
+    for label, row in table(model, "language").items():
+        run, fused = runs[named_in(label)], runs[named_in(label)]["fused"]
+        assert row == [f"{run['n']:,}", f"{run['withheld']:.1%}", *(f"{fused[k]:.1%}" for k in FLAGGED)], label
+    for label, row in table(evaluation, "set").items():
+        run = runs[named_in(label)]
+        assert row == [f"{run['n']:,}", f"{run['spam']:,}", f"{run['withheld']:.1%}", *signal_cells(run), flagged(run)]
+    day_one = {r["set"]: r for r in json.loads((text / "day_one.json").read_text())}
+    for label, row in table(evaluation, "new accounts' posts").items():
+        r = day_one[named_in(label)]
+        ham, allowed = r["n"] - r["spam"], r["spam"] - r["spam_blocked"] - r["spam_review"]
+        assert row == [
+            f"{r['n']:,} ({r['spam']:,})",
+            f"{r['spam_blocked']} / {r['spam_review']} / {allowed}",
+            f"{r['ham_blocked']} / {r['ham_review']} of {ham:,} ({r['ham_blocked'] / ham:.2%})",
+            f"{r['block_f1']:.3f}",
+            f"{r['roc_auc']:.3f}",
+        ], label
+        assert r["bundle"] in evaluation.read_text()
 
 
 def test_the_loop_pages_figures_are_its_trial_files() -> None:
