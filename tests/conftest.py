@@ -54,26 +54,26 @@ class Figures:
     dropped, so a plain ``make test`` writes nothing."""
 
     folder: Path | None
-    command: str
+    made: Mapping[str, str]
 
     def write(self, name: str, figures: Mapping[str, object]) -> None:
         if self.folder is None:
             return
-        describe = ["git", "describe", "--always", "--dirty", "--abbrev=7"]
-        commit = subprocess.run(describe, capture_output=True, text=True).stdout.strip()
-        made = {
-            "date": f"{datetime.now(UTC):%Y-%m-%d}",
-            "machine": machine(),
-            "command": self.command,
-            "commit": commit,
-        }
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"{name}.json").write_text(json.dumps({**made, **figures}, indent=1) + "\n")
+        (self.folder / f"{name}.json").write_text(json.dumps({**self.made, **figures}, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")
 def figures(pytestconfig: pytest.Config) -> Figures:
-    return Figures(pytestconfig.getoption("figures"), " ".join(("pytest", *pytestconfig.invocation_params.args)))
+    # The tree as the run found it: the files it writes would mark it changed.
+    describe = ["git", "describe", "--always", "--dirty", "--abbrev=7"]
+    made = {
+        "date": f"{datetime.now(UTC):%Y-%m-%d}",
+        "machine": machine(),
+        "command": " ".join(("pytest", *pytestconfig.invocation_params.args)),
+        "commit": subprocess.run(describe, capture_output=True, text=True).stdout.strip(),
+    }
+    return Figures(pytestconfig.getoption("figures"), made)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
