@@ -327,6 +327,8 @@ def judge(
       (the bundle's ``trust.spam_confirmed``, which only a retrain sets): review is for the posts the
       evidence disagrees on.
     * Reports alone never block: a post that only users' reports lift into block is sent to review.
+      Nor do the copies of a wave without a link (greetings, a meme: it sells nothing): a post that
+      only its wave's counts lift into block is sent to review.
     * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
       on its other signals alone: it goes to review. Its link is what can be judged without the
       language; the account's and the journey's pull toward allow were learned beside a text score.
@@ -381,6 +383,22 @@ def judge(
             Reason.of(
                 "reports_only",
                 f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
+            )
+        )
+    if (
+        seen == "block"
+        and share == 0
+        and not row[_URLS] > 0
+        and push.any()
+        and _decision(t, raw - push.sum()) != "block"
+    ):
+        i = int(np.argmax(push))
+        seen = "review"
+        notes.append(
+            Reason.of(
+                "campaign",
+                f"{FEATURES[i]}={_value(row, i)} ({push[i]:+.3f}): "
+                "a wave without a link never blocks on its copies: review",
             )
         )
     if (

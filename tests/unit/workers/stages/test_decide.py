@@ -311,6 +311,22 @@ def test_reports_alone_never_block(text_push: float, expected: str) -> None:
     assert (reasons[0].code == "reports_only") == (expected == "review")
 
 
+@pytest.mark.parametrize(("links", "expected"), [(0.0, "review"), (1.0, "block")])
+def test_the_copies_of_a_wave_without_a_link_never_block(links: float, expected: str) -> None:
+    """A greeter in a wave of near-copies, from an address with a spam record: the copies may send the
+    post to a person, never block it. With a link, copies with nothing else coordinated keep the model's
+    block."""
+    model = tiny_decision_model()
+    model.bias = -1.0
+    row, contrib = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    near = FEATURES.index("campaign_neardup_users_24h")
+    row[near], contrib[near] = 18.0, 3.0
+    row[FEATURES.index("url_count")] = links
+    model_says, (decision, reasons) = _judged(model, row, contrib)
+    assert model_says == "block" and decision == expected
+    assert ("without a link never blocks" in reasons[0].detail) == (expected == "review")
+
+
 def test_a_campaign_typing_at_a_human_pace_cannot_buy_an_allow_with_its_journey() -> None:
     """The journey is the senders' choice as much as the text: in a coordinated wave both pulls are
     discounted; the same journey in a crowd with a coincidental copy keeps its pull."""
