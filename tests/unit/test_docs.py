@@ -545,12 +545,99 @@ def test_the_cascades_real_posts_figures_are_its_bench_files() -> None:
             assert cell == figures, f"{label}: {cell!r}, the bench file says {figures!r}"
 
 
-def test_the_latency_by_hop_figures_are_their_bench_file() -> None:
-    page = ROOT / "docs" / "PERFORMANCE.md"
-    details = json.loads((ROOT / "docs" / "perf" / "r24" / "bench.json").read_text())["details"]
-    for label, key in (
-        ("at-least-once, by hop", "latency_by_hop"),
-        ("exactly-once, by hop", "exactly_once_latency_by_hop"),
-    ):
-        want = [f"{details[key][hop]['p50_ms']:.1f} / {details[key][hop]['p99_ms']:.1f}" for hop in HOPS]
-        assert table_row(page, label) == want, f"{label}: the bench file says {want}"
+TODAY = ROOT / "docs" / "perf" / "r25" / "bench.json"  # PERFORMANCE.md's today's figures
+PROCESSES = ("worker", "triton", "redis", "kafka")
+
+
+def judged(j: dict[str, Any]) -> str:
+    return f"{j['block_f1']:.4f}, {j['ham_blocked']}, {j['spam_allowed']}, {j['review_share']:.1%}"
+
+
+def otherwise(flips: dict[str, dict[str, int]]) -> int:
+    """How many posts a flip matrix (cascade's decision → full's) has off its diagonal."""
+    return sum(n for was, to in flips.items() for now, n in to.items() if now != was)
+
+
+def performance_tables(bench: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """PERFORMANCE.md's today's tables as ``bench.json`` gives them: by the header's first cell, each
+    row's cells after its label (the phases' table: its "today" column)."""
+    d, cascade = bench["details"], bench["details"]["cascade"]
+    runs = d["pipeline_runs"]
+    ratios, best = d["ratios"], d["model_only_best"]
+    social, heavy = cascade["social"], cascade["spam_heavy"]
+    short_circuit_us = d["short_circuit_cpu_s"]["worker"] / (5 * bench["posts"]) * 1e6
+    phases = {
+        "model only": f"{bench['model_only_posts_per_s']:,.1f} posts/s ({best['layout']}, batch {best['batch']})",
+        "Triton only": f"{d['triton_in_flight_8']:,.1f} posts/s ({d['triton_in_flight_1']:,.1f})",
+        "pipeline (cascade)": f"{bench['pipeline_posts_per_s']:,.1f} posts/s (runs "
+        + ", ".join(f"{r['posts_per_s']:,.1f}" for r in runs)
+        + f"); {d['pipeline_first_stage_share']:.2%} decided in the first stage",
+        "cascade vs full pipeline": f"{social['cascade_posts_per_s']:,.1f} against {social['full_posts_per_s']:,.1f} "
+        f"posts/s; spam-heavy {heavy['cascade_posts_per_s']:,.1f} against {heavy['full_posts_per_s']:,.1f}",
+        "pipeline with shadow": f"{d['pipeline_with_shadow_posts_per_s']:,.1f} posts/s",
+        "exactly-once": f"{d['exactly_once_posts_per_s']:,.1f} posts/s",
+        "hot swap": f"{d['hot_swap_posts_per_s']:,.1f} posts/s",
+        "naive": f"{bench['naive_posts_per_s']:,.1f} posts/s (int8: {d['naive_int8_posts_per_s']:,.1f})",
+        "short-circuit": f"{bench['short_circuit_posts_per_s']:,.1f} posts/s "
+        f"({short_circuit_us:.0f} µs of worker CPU a post)",
+        "latency": f"p50 {bench['p50_ms']:,.1f} ms, p99 {bench['p99_ms']:,.1f} ms "
+        f"at {d['latency_offered_posts_per_s']:,.1f} posts/s",
+        "latency, exactly-once": f"p50 {d['exactly_once_p50_ms']:,.1f} ms, p99 {d['exactly_once_p99_ms']:,.1f} ms",
+        "latency with a promotion": f"p99 {d['hot_swap_p99_ms']:,.1f} ms",
+    }
+    median = sorted(runs, key=lambda r: r["ratio"])[1]["ratio"]
+    ratio_rows = {
+        "pipeline ÷ model only, paired, median of three": f"{median:.3f} ("
+        + ", ".join(f"{r['ratio']:.3f}" for r in runs)
+        + ")",
+        "pipeline with shadow ÷ model only, paired": f"{ratios['pipeline_with_shadow_over_model_only']:.3f}",
+        "hot swap ÷ model only, paired": f"{ratios['hot_swap_over_model_only']:.3f}",
+        "pipeline ÷ naive": f"{ratios['pipeline_over_naive']:.1f}",
+        "cascade ÷ full pipeline, social mix": f"{social['cascade_posts_per_s'] / social['full_posts_per_s']:.2f}",
+    }
+    mixes = {"social": social, "spam-heavy": heavy, "real posts from new accounts": cascade["real"]}
+    by_mix = {
+        label: [
+            f"{m['cascade_posts_per_s']:,.1f} posts/s",
+            f"{m['full_posts_per_s']:,.1f}",
+            f"{m['transformer_share']:.1%}",
+            f"{judged(m['same_rows_cascade'])} / {judged(m['same_rows_full'])}",
+            f"{otherwise(m['same_rows_flips'])} of {m['posts']:,}",
+        ]
+        for label, m in mixes.items()
+    }
+    posts = social["posts"]
+    cpu = {
+        p: [
+            f"{social[f'{run}_cpu_s'][p]:.2f} s" if i == 0 else f"{social[f'{run}_cpu_s'][p] / posts * 1e3:.2f} ms"
+            for run in ("cascade", "full")
+            for i in (0, 1)
+        ]
+        for p in PROCESSES
+    }
+    hops = {
+        label: [f"{d[key][hop]['p50_ms']:.1f} / {d[key][hop]['p99_ms']:.1f}" for hop in HOPS]
+        for label, key in (
+            ("at-least-once, by hop", "latency_by_hop"),
+            ("exactly-once, by hop", "exactly_once_latency_by_hop"),
+        )
+    }
+    return {
+        "phase": {label: [cell] for label, cell in phases.items()},
+        "ratio": {label: [cell] for label, cell in ratio_rows.items()},
+        "mix": by_mix,
+        "process": cpu,
+        "guarantee": hops,
+    }
+
+
+def test_the_performance_pages_figures_are_its_bench_file() -> None:
+    """PERFORMANCE.md's today's tables, cell by cell, as its bench file holds them (the phases'
+    table: the "today" column; the others whole), and the page names the run's models."""
+    page, bench = ROOT / "docs" / "PERFORMANCE.md", json.loads(TODAY.read_text())
+    columns = {"phase": slice(-1, None), "ratio": slice(0, 1)}  # "today": after "what", before "goal"
+    for header, want in performance_tables(bench).items():
+        cells = {label: row[columns.get(header, slice(None))] for label, row in table(page, header).items()}
+        assert cells == want, f"{header}: the bench file says {want}"
+    served = {v for run in bench["details"]["hot_swap_verdicts_by_text"] for v in run if not v.endswith("-swap")}
+    assert all(f"`{v}`" in page.read_text() for v in served), f"the page names the text model served: {served}"
