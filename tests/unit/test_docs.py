@@ -622,7 +622,25 @@ def performance_tables(bench: dict[str, Any]) -> dict[str, dict[str, list[str]]]
             ("exactly-once, by hop", "exactly_once_latency_by_hop"),
         )
     }
+    sig, ngram = d["signals"], d["ngram_posts_per_s_one_core"]
+    figures = {
+        "model only on e-mails (SpamAssassin: nearly every text fills the 64 tokens)": (
+            f"{d['model_only_email_posts_per_s']:,.1f} posts/s"
+        ),
+        "the worker-side n-gram model alone, one core": f"{ngram:,.1f} posts/s ({1e6 / ngram:.0f} µs a post)",
+        "stream signals, batches of 512: enrichment round trip, profiles only → with the signal script": (
+            f"{sig['enrich_profiles_only_us_per_post']:.1f} → {sig['enrich_with_signals_us_per_post']:.1f} µs a post"
+        ),
+        "stream signals: worker CPU to plan them; Redis CPU for the script": (
+            f"{sig['planning_us_per_post']:.1f} µs; {sig['redis_cpu_us_per_post']:.1f} µs a post"
+        ),
+        "verdict without → with the logged feature row: size; encoding": (
+            f"{sig['verdict_bytes_without_features']:.1f} → {sig['verdict_bytes']:.1f} B; "
+            f"{sig['verdict_encode_us_without_features']:.1f} → {sig['verdict_encode_us']:.1f} µs"
+        ),
+    }
     return {
+        "figure": {label: [cell] for label, cell in figures.items()},
         "phase": {label: [cell] for label, cell in phases.items()},
         "ratio": {label: [cell] for label, cell in ratio_rows.items()},
         "mix": by_mix,
