@@ -385,13 +385,9 @@ def judge(
                 f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
             )
         )
-    if (
-        seen == "block"
-        and share == 0
-        and not row[_URLS] > 0
-        and push.any()
-        and _decision(t, raw - push.sum()) != "block"
-    ):
+    # Without a link's coordination (share 0) nothing discounted raw, so ``without`` is this post
+    # without its wave's counts.
+    if seen == "block" and share == 0 and not row[_URLS] > 0 and push.any() and without != "block":
         i = int(np.argmax(push))
         seen = "review"
         notes.append(
