@@ -76,6 +76,13 @@ def figures(pytestconfig: pytest.Config) -> Figures:
     return Figures(pytestconfig.getoption("figures"), made)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """OpenMP (LightGBM, torch) one thread a test process: ``make test`` runs a process per core, beside
+    the servers the tests start, and a helper thread spinning at an OpenMP barrier while another holds
+    its core made a unit test 30 times slower. Set before any test module loads an OpenMP runtime."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on real servers and models first, the unit tests after: with the suite's files spread
     over the cores (``make test``: pytest-xdist, a file at a time), the long files start at once and

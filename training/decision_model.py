@@ -54,7 +54,10 @@ PARAMS = {
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
     "verbose": -1,
-    "num_threads": 2,
+    # One thread: on tens of thousands of rows a second saves little, and beside another busy process
+    # (Triton, a worker, a second test) OpenMP's spinning helper thread slowed a retrain 30-fold
+    # (docs/journal/2026-11-29-ci-threads-and-latency.md).
+    "num_threads": 1,
     "seed": 7,
 }
 DEGRADED_TEXT_SHARE = 0.05  # rows trained without a text score, as when Triton is down
