@@ -7,6 +7,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from workers.bundle.local_text import LocalText
 from workers.bundle.reload import BundleReloader, Promoted
@@ -237,35 +238,43 @@ class ModerationWorker:
         # A challenger with its own text model: its scores are requested now, beside the champion's,
         # and awaited only by the shadow, after the champion's verdicts are out.
         own = self.shadow.score(rest) if self.shadow is not None else None
+        later: asyncio.Task[_Later] | None = None
         try:
             (profiles, no_redis), ngram_probs, unjudged = await asyncio.gather(
                 self._enrich(rest, turn), self._ngram(rest, ngram), self._languages(rest, languages)
             )
             facts = _Facts(rest, profiles, ngram_probs, unjudged, no_redis)
-            decided, undecided, probs, unavailable = await self._decide(facts, model, scorer, versions)
-            settlement = await self._publish(msgs, blocked + decided, failures + unchecked + undecided, commit)
+            first = self._first_stage(facts, model, versions)
+            later = asyncio.create_task(self._decide(facts, first, model, scorer, versions))
+            await asyncio.sleep(0)  # the rest is on its way to Triton before the publish below holds the loop
+            early = [o for o in first.outcomes if o.msg not in _msgs(facts.posts, first.audited)]
+            ready, dead, out = blocked + early, failures + unchecked + first.failures, set[InMsg]()
+            if self._transactions is None:
+                # At-least-once, a verdict is read once produced: what is decided already goes out while
+                # the transformer scores the rest. Exactly-once, every verdict is read at the batch's
+                # commit: one publish, as a second would only add a flush.
+                out, ready, dead = await self._publish(ready, dead, commit), [], []
+            decided = await later
+            out |= await self._publish(ready + decided.outcomes, dead + decided.failures, commit)
         except BaseException:
+            if later is not None:
+                later.cancel()
+                await asyncio.gather(later, return_exceptions=True)  # its own error, if any, is this batch's
             if own is not None:
                 own.cancel()  # the batch is retried or given up: nothing for the challenger to decide
             raise
         if self.shadow is not None:  # after the champion's verdicts are out
             versions = self.versions(self.shadow.model, scorer)
-            batch = Batch(rest, profiles, decided, versions, unavailable, unjudged)
-            self.shadow.run(batch, probs, ngram_probs, own)
-        return settlement
+            batch = Batch(rest, profiles, early + decided.outcomes, versions, decided.unavailable, unjudged)
+            self.shadow.run(batch, decided.probs, ngram_probs, own)
+        return settle(msgs, [i for i, m in enumerate(msgs) if m in out])
 
-    async def _decide(
-        self, facts: _Facts, model: DecisionModel, scorer: TextScorer, versions: dict[str, str]
-    ) -> tuple[list[Outcome], list[Failure], list[float | None], decide.Unavailable]:
-        """The cascade: the first stage decides what it is sure of; the transformer scores the rest (every
-        post while a challenger is shadowed, which decides from the champion's scores; never a post in
-        a language it cannot judge) and the full model decides them. Audited first-stage posts are
-        decided in full too; their first-stage verdict stands. Returns the verdicts, the failures, the
-        text scores by post and what the batch lacked."""
-        s, posts = self.settings, facts.posts
+    def _first_stage(self, facts: _Facts, model: DecisionModel, versions: dict[str, str]) -> decide.FirstStage:
+        """The cascade's first stage: the posts it is sure of, decided without the transformer."""
+        s = self.settings
         with timed(decide.FIRST_STAGE):
-            first = decide.first_stage(
-                posts,
+            return decide.first_stage(
+                facts.posts,
                 facts.profiles,
                 model.first if s.cascade else None,
                 versions,
@@ -275,6 +284,20 @@ class ModerationWorker:
                 facts.languages,
                 s.cascade_audit_share,
             )
+
+    async def _decide(
+        self,
+        facts: _Facts,
+        first: decide.FirstStage,
+        model: DecisionModel,
+        scorer: TextScorer,
+        versions: dict[str, str],
+    ) -> _Later:
+        """The rest of the cascade: the transformer scores what the first stage left (every post while a
+        challenger is shadowed, which decides from the champion's scores; never a post in a language it
+        cannot judge) and the full model decides it. Audited first-stage posts are decided in full too;
+        their first-stage verdict stands, published with these."""
+        s, posts = self.settings, facts.posts
         later = sorted(first.later + first.audited)
         withheld = dict(zip(later, await self._withheld([posts[i] for i in later], model.trust), strict=True))
         # Not a post whose text scores are withheld (a language the text model cannot judge, or one whose
@@ -294,7 +317,7 @@ class ModerationWorker:
         observe_text_scores(scorer.model.version, [probs[i] for i in first.later if withheld[i] is None])
         unavailable = decide.Unavailable(redis=facts.no_redis, text_model=no_text)
         # Audited: published by the first stage, whatever the full model decides.
-        checked = frozenset(posts[i].msg for i in first.audited)
+        checked = _msgs(posts, first.audited)
         with timed(decide.STAGE):
             decided, undecided = decide.decide(
                 [posts[i] for i in later],
@@ -312,12 +335,15 @@ class ModerationWorker:
         full = [o for o in decided if o.msg not in checked]
         CASCADE_POSTS.labels(decide.FIRST_STAGE).inc(len(first.outcomes))
         CASCADE_POSTS.labels(decide.STAGE).inc(len(full))
-        outcomes = decide.audit(first.outcomes, [o for o in decided if o.msg in checked]) + full
-        return outcomes, first.failures + [f for f in undecided if f.msg not in checked], probs, unavailable
+        audits = decide.audit([o for o in first.outcomes if o.msg in checked], [o for o in decided if o.msg in checked])
+        return _Later(audits + full, [f for f in undecided if f.msg not in checked], probs, unavailable)
 
-    async def _publish(
-        self, msgs: Sequence[InMsg], outcomes: list[Outcome], failures: list[Failure], commit: BatchCommit
-    ) -> Settlement:
+    async def _publish(self, outcomes: list[Outcome], failures: list[Failure], commit: BatchCommit) -> set[InMsg]:
+        """Publish these verdicts and dead letters (nothing when there are none); returns the messages
+        whose output was not acknowledged."""
+        msgs = [o.msg for o in outcomes] + [f.msg for f in failures]
+        if not msgs:
+            return set()
         await commit.before_publish()
         with timed(publish.STAGE):
             return publish.publish(
@@ -353,7 +379,7 @@ class ModerationWorker:
                 RECORD_RETRIES.inc()
                 last = exc
         log.error("dead-lettering %r after %d attempts: %s", msg, self.settings.max_record_attempts, describe(last))
-        return await self._publish([msg], [], [failure(msg, WORKER_STAGE, last)], commit)
+        return settle([msg], [0] if await self._publish([], [failure(msg, WORKER_STAGE, last)], commit) else [])
 
     # Enrichment and scoring degrade instead of failing the batch: a verdict without
     # history or without a text score is still a verdict, flagged `degraded`.
@@ -436,6 +462,19 @@ class _Facts:
     ngram_probs: list[float | None]
     languages: list[str | None]  # a language the text model cannot judge, or None
     no_redis: bool
+
+
+class _Later(NamedTuple):
+    """What the full model decided of a batch, after the first stage's verdicts went out."""
+
+    outcomes: list[Outcome]  # the full model's verdicts, and the audited first-stage ones with its scores
+    failures: list[Failure]
+    probs: list[float | None]  # the transformer's score by post
+    unavailable: decide.Unavailable  # what the batch lacked
+
+
+def _msgs(posts: Sequence[Post], at: Sequence[int]) -> frozenset[InMsg]:
+    return frozenset(posts[i].msg for i in at)
 
 
 async def _retire_shadow(shadow: Shadow) -> None:

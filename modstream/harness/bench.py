@@ -370,7 +370,7 @@ def repeated(records: Sequence[Record], n: int, prefix: str) -> list[Record]:
 HOPS = (
     "broker_in",  # send -> the worker's poll returns it: linger, the broker, the fetch wait, the poll
     "worker",  # the poll -> its verdict decided: validate, enrich, first stage, Triton, decide
-    "render",  # decided -> produced: the rest of its batch decided, the verdicts rendered
+    "render",  # decided -> produced: the rest of its publish decided (at-least-once, the first stage's go first)
     "broker_out",  # produced -> read by the collector: linger, the broker, the reader's fetch
 )
 

@@ -1,4 +1,5 @@
-"""Stage 6: produce verdicts and dead letters, wait for their delivery reports, settle offsets."""
+"""Stage 6: produce verdicts and dead letters and wait for their delivery reports; the commit policy
+(workers/kafka/commit.py) settles the offsets."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Sequence
 
 from workers.clients import DeliveryError, Framing, Sink
 from workers.errors import each
-from workers.kafka.commit import Settlement, settle
 from workers.kafka.delivery import DeadLetters, Output, deliver
 from workers.metrics import BROKER_IN, E2E_SECONDS, IN_WORKER, RECORDS
 from workers.records import Failure, InMsg, Outcome
@@ -25,9 +25,10 @@ def publish(
     dlq: DeadLetters,
     timeout_s: float,
     framing: Framing | None = None,
-) -> Settlement:
+) -> set[InMsg]:
     """Every message in ``msgs`` must have exactly one outcome or failure; verdicts are plain
-    JSON, or framed by ``framing`` (a Schema Registry's).
+    JSON, or framed by ``framing`` (a Schema Registry's). Returns the messages whose output was not
+    acknowledged.
 
     A verdict that cannot be written (it does not serialise, or the broker refuses it)
     becomes its input's dead letter, so no record can hold its partition back."""
@@ -70,4 +71,4 @@ def publish(
             end_to_end = max(0.0, now_ms - m.produced_at_ms) / 1000
             E2E_SECONDS.observe(end_to_end)
             BROKER_IN.observe(max(0.0, end_to_end - in_worker))
-    return settle(msgs, undelivered)
+    return {msgs[t] for t in undelivered}

@@ -1,6 +1,8 @@
 """The cascade's first stage: what it decides without the transformer, what it leaves, its audits,
 the worker scoring only the rest, and replay deciding its verdicts again."""
 
+import asyncio
+
 import lightgbm as lgb
 import numpy as np
 import pytest
@@ -173,6 +175,32 @@ async def test_the_worker_sends_only_the_posts_the_first_stage_is_not_sure_of_to
     assert "text" in out["p1"].stage_scores and FIRST_STAGE not in out["p1"].stage_scores
     assert all(FIRST_STAGE in out[p].stage_scores for p in ("p0", "p2", "p3"))
     assert CASCADE_POSTS.labels(FIRST_STAGE)._value.get() == first_before + 3
+
+
+class HeldTextModel(FakeTextModel):
+    """Answers only once ``release`` is set: the transformer of a batch still in flight."""
+
+    def __init__(self, cheap_id: int) -> None:
+        super().__init__(cheap_id)
+        self.asked, self.release = asyncio.Event(), asyncio.Event()
+
+    async def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        self.asked.set()
+        await self.release.wait()
+        return await super().logits(input_ids, attention_mask)
+
+
+async def test_the_first_stages_verdicts_are_out_before_the_transformer_answers(encoder: TextEncoder) -> None:
+    model = HeldTextModel(encoder.tokenize(["cheap"])[0][1])
+    w = _worker(encoder, [SHORT, MIDDLE, LONG], model)
+    handled = asyncio.create_task(w.handle(w.source.poll_batch(10, 0)))
+    await asyncio.wait_for(model.asked.wait(), 5)  # the middle post's request is at Triton
+    await asyncio.sleep(0.01)
+    assert set(_verdicts(w)) == {"p0", "p2"} and not handled.done()
+    model.release.set()
+    await handled
+    assert set(_verdicts(w)) == {"p0", "p1", "p2"}
+    assert w.source.stored == {("posts", 0): 3}  # the offsets once every verdict is out
 
 
 @pytest.mark.parametrize("settings", [{"cascade": False}, {"cascade_audit_share": 1.0}])
