@@ -247,7 +247,8 @@ class ModerationWorker:
             first = self._first_stage(facts, model, versions)
             later = asyncio.create_task(self._decide(facts, first, model, scorer, versions))
             await asyncio.sleep(0)  # the rest is on its way to Triton before the publish below holds the loop
-            early = [o for o in first.outcomes if o.msg not in _msgs(facts.posts, first.audited)]
+            audited = _msgs(facts.posts, first.audited)
+            early = [o for o in first.outcomes if o.msg not in audited]
             ready, dead, out = blocked + early, failures + unchecked + first.failures, set[InMsg]()
             if self._transactions is None:
                 # At-least-once, a verdict is read once produced: what is decided already goes out while
