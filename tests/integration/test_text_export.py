@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import torch
@@ -86,6 +87,11 @@ def test_int8_quantization_keeps_the_contract(
     ids, mask = encoder.encode(TEXTS)
     (logits,) = int8.run(["logits"], {"input_ids": ids, "attention_mask": mask})
     assert logits.shape == (len(TEXTS), 2) and np.isfinite(logits).all()
+    # The first layers' feed-forward outputs stay fp32; every other projection is int8.
+    ops = {node.name: node.op_type for node in onnx.load(str(tmp_path / "model.int8.onnx")).graph.node}
+    fp32 = sorted(name for name, op in ops.items() if op == "MatMul" and "/ffn/" in name)
+    assert fp32 == [f"/model/distilbert/transformer/layer.{k}/ffn/lin2/MatMul" for k in (0, 1)]
+    assert sum(op == "QLinearMatMul" for op in ops.values()) == 2 * 6 - 2  # q, k, v, out, lin1, lin2 a layer
 
 
 def test_int8_scores_do_not_depend_on_batch_neighbours_or_padding(

@@ -1,9 +1,10 @@
 """The bench's latency step alone (``modstream bench`` step 6), on the default bundle, with each hop's
 share (``modstream.harness.bench.HOPS``).
 
-Usage: ``python tools/perf/latency_probe.py RATE SECONDS [setting=value ...]``: posts at RATE a second
-for SECONDS through a worker with the shipped settings and the given overrides; prints the end-to-end
-p50 and p99 and each hop's. Working files go to ``out/latency-probe``.
+Usage: ``python tools/perf/latency_probe.py [--bundle DIR] RATE SECONDS [setting=value ...]``: posts at
+RATE a second for SECONDS through a worker with the shipped settings and the given overrides, on the
+default bundle or DIR's; prints the end-to-end p50 and p99 and each hop's. Working files go to
+``out/latency-probe``.
 """
 
 import json
@@ -15,14 +16,18 @@ from rich.console import Console
 
 from modstream.harness.bench import KafkaBench, build_posts, percentiles, repeated
 from modstream.harness.bench_cascade import first_stage_share
-from modstream.serving.artifacts import ensure_models
+from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import build_repo
 from modstream.stack.local import LocalStack
 
-rate, seconds = float(sys.argv[1]), float(sys.argv[2])
-overrides = dict(a.split("=", 1) for a in sys.argv[3:])
+args = sys.argv[1:]
+bundle = Path(args[1]).resolve() if args[:1] == ["--bundle"] else None
+if bundle:
+    args = args[2:]
+rate, seconds = float(args[0]), float(args[1])
+overrides = dict(a.split("=", 1) for a in args[2:])
 console = Console(stderr=True)
-models = ensure_models(console)
+models = Models(bundle / "text", bundle / "decision", bundle) if bundle else ensure_models(console)
 out = Path("out/latency-probe")
 out.mkdir(parents=True, exist_ok=True)
 repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
