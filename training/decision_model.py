@@ -303,9 +303,12 @@ def agreeing_cuts(p1: FloatArray, full: Sequence[str], agree: Agreement, within:
     ham at the full model's negative predictive value (:func:`choose_thresholds`). A retrained full
     model may allow posts it scores 0.8 to keep review within its budget (the loop trial), and a
     first stage that reads no text would agree with it there on the spam it cannot see. In between
-    it is not sure; a cut that cannot agree so well decides nothing."""
+    it is not sure; a cut that cannot agree so well decides nothing. A spam the full model would only
+    review agrees with a block: blocking it is no worse judgement, and at 99.8% a single one among the
+    first 1,500 posts would leave the block cut to chance (docs/journal/2026-11-29-int8-served.md)."""
     allow = agreeing_cut(p1, full, "allow", agree.allow, agree.confidence)
-    block = agreeing_cut(p1, full, "block", agree.block, agree.confidence)
+    blocked = ["block" if label == 1 else d for d, label in zip(full, y, strict=True)]
+    block = agreeing_cut(p1, blocked, "block", agree.block, agree.confidence)
     block_at = 1.0 if block is None else max(block, within.block)  # a probability never reaches 1.0
     ham = choose_thresholds(y, p1).allow
     allow_below = 0.0 if allow is None else min(float(np.nextafter(allow, 2.0)), within.allow, ham)

@@ -66,6 +66,18 @@ def test_the_first_stage_allows_only_where_the_labels_show_its_allowed_posts_ham
     assert agreeing_cuts(p1, full, Agreement(), WIDE, np.zeros(2000, dtype=int)).allow > 0.5
 
 
+def test_a_spam_the_full_model_reviews_does_not_hold_back_the_block_cut_and_a_ham_does() -> None:
+    """Among the first stage's surest posts, a spam the full model only reviews is no reason not to
+    block there; a ham it reviews is: the block cut stops above it."""
+    p1 = np.linspace(0.0, 1.0, 4000)
+    full = ["allow"] * 2000 + ["block"] * 2000
+    y = np.r_[np.zeros(2000, dtype=int), np.ones(2000, dtype=int)]
+    full[3900] = "review"  # a spam, among the surest hundred
+    assert agreeing_cuts(p1, full, Agreement(), WIDE, y).block == p1[2000]
+    y[3900] = 0  # the twin: a ham there
+    assert agreeing_cuts(p1, full, Agreement(), WIDE, y).block == 1.0  # 99 agreeing posts above show nothing
+
+
 def test_the_first_stage_agrees_with_the_decisions_the_worker_serves_its_rules_included() -> None:
     """A full model that allows on the account alone would be agreed with by a first stage reading the
     same account; the worker never allows a post the transformer reads as spam (rule ``text_model``),
