@@ -342,13 +342,11 @@ class ModerationWorker:
     async def _publish(self, outcomes: list[Outcome], failures: list[Failure], commit: BatchCommit) -> set[InMsg]:
         """Publish these verdicts and dead letters (nothing when there are none); returns the messages
         whose output was not acknowledged."""
-        msgs = [o.msg for o in outcomes] + [f.msg for f in failures]
-        if not msgs:
+        if not outcomes and not failures:
             return set()
         await commit.before_publish()
         with timed(publish.STAGE):
             return publish.publish(
-                msgs,
                 outcomes,
                 failures,
                 self.sink,

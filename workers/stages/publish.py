@@ -16,7 +16,6 @@ STAGE = "publish"
 
 
 def publish(
-    msgs: Sequence[InMsg],
     outcomes: Sequence[Outcome],
     failures: Sequence[Failure],
     sink: Sink,
@@ -26,12 +25,13 @@ def publish(
     timeout_s: float,
     framing: Framing | None = None,
 ) -> set[InMsg]:
-    """Every message in ``msgs`` must have exactly one outcome or failure; verdicts are plain
-    JSON, or framed by ``framing`` (a Schema Registry's). Returns the messages whose output was not
-    acknowledged.
+    """One output a message: its verdict or its dead letter (a message has one outcome or one failure).
+    Verdicts are plain JSON, or framed by ``framing`` (a Schema Registry's). Returns the messages
+    whose output was not acknowledged.
 
     A verdict that cannot be written (it does not serialise, or the broker refuses it)
     becomes its input's dead letter, so no record can hold its partition back."""
+    msgs = [o.msg for o in outcomes] + [f.msg for f in failures]
     token = {(m.topic, m.partition, m.offset): i for i, m in enumerate(msgs)}
 
     def verdict_output(o: Outcome) -> tuple[int, Output]:

@@ -23,7 +23,6 @@ def test_each_delivered_post_is_timed_from_its_produce_to_the_poll_and_from_the_
     msgs = [InMsg("posts", 0, i, None, b"{}", polled, produced_ms) for i in range(3)]
     before = {(n, h): sample(n, h) for n in ("count", "sum") for h in HOPS}
     publish.publish(
-        msgs,
         [],
         [Failure(m, "ValidationError", "not a post") for m in msgs],
         FakeSink(),
