@@ -38,6 +38,7 @@ from workers.text.trust import TRUST_EVERYWHERE
 
 FloatArray = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int_]
+Targets = Labels | FloatArray  # what a model learns: the labels, or a first stage's targets
 Scorer = Callable[[Sequence[str]], npt.NDArray[np.floating[Any]]]
 
 PARAMS = {
@@ -253,19 +254,26 @@ class Fitted:
         return np.asarray(self.booster.predict(x, num_iteration=self.booster.best_iteration))
 
 
-def fit(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, *, monotone: bool = True) -> Fitted:
-    """LightGBM on the training rows, stopped early and thresholded on the validation rows."""
+def fit(
+    xt: FloatArray, yt: Targets, xv: FloatArray, yv: Targets, *, monotone: bool = True, objective: str = "binary"
+) -> Fitted:
+    """LightGBM on the training rows, stopped early on the validation rows. Binary: on labels,
+    thresholded there. ``FIRST_STAGE_OBJECTIVE``: on a first stage's targets (:func:`first_stage_targets`),
+    uncut: its caller places the cuts where it agrees with the full model."""
     dtrain = lgb.Dataset(xt, yt, feature_name=list(FEATURES), free_raw_data=False)
     dvalid = lgb.Dataset(xv, yv, reference=dtrain)
     # The known directions (workers/state/features.py): a higher text score never lowers the spam score
     # (the trees may not learn the wiggles of the text model's calibration: an old model split the
     # text score at 0.0056, 0.0065 and 0.0073, where ham texts score), and more accounts sharing a
     # link never raises it.
-    params = PARAMS | {"monotone_constraints": list(MONOTONE)} if monotone else PARAMS
+    params = PARAMS | {"objective": objective} | ({"monotone_constraints": list(MONOTONE)} if monotone else {})
     booster = lgb.train(
         params, dtrain, num_boost_round=2000, valid_sets=[dvalid], callbacks=[lgb.early_stopping(50, verbose=False)]
     )
-    return Fitted(booster, choose_thresholds(yv, np.asarray(booster.predict(xv, num_iteration=booster.best_iteration))))
+    if objective != "binary":
+        return Fitted(booster, UNCUT)
+    pv = np.asarray(booster.predict(xv, num_iteration=booster.best_iteration))
+    return Fitted(booster, choose_thresholds(np.asarray(yv, dtype=np.int_), pv))
 
 
 def without_text(x: FloatArray) -> FloatArray:
@@ -296,6 +304,31 @@ def agreeing_cut(p1: FloatArray, full: Sequence[str], decision: str, agree: floa
     return float(ps[np.nonzero(ok)[0].max()]) if ok.any() else None
 
 
+def as_agreeing(full: Sequence[str], y: Labels) -> list[str]:
+    """The full model's decisions ``full`` as a first stage's block agrees with them: a spam (by the
+    labels ``y``) the full model would only review counts as a block: blocking it is no worse judgement,
+    and at 99.8% a single one among the first 1,500 posts would leave the block cut to chance
+    (docs/journal/2026-11-29-int8-served.md)."""
+    return ["block" if label == 1 else d for d, label in zip(full, y, strict=True)]
+
+
+def first_stage_targets(full: Sequence[str], y: Labels) -> FloatArray:
+    """What a first stage learns: the full model's served decisions ``full`` as its cuts count agreement
+    (:func:`as_agreeing`), 0 allow, 1 block, 0.5 review. Trained on the labels instead, a first stage
+    that cannot read the transformer learned that a spammy-reading text from a good account is ham,
+    where the full model reviews it (the transformer reads it as spam): it could agree on allow only
+    far below, and decided 39% of the simulated test posts; on these targets 71%, at the same
+    agreement (docs/journal/2026-11-29-first-stage-learns-decisions.md)."""
+    return np.array([_TARGET[d] for d in as_agreeing(full, y)])
+
+
+_TARGET = {"allow": 0.0, "review": 0.5, "block": 1.0}
+# A first stage's targets lie between 0 and 1: LightGBM's cross-entropy, with the binary objective's sigmoid
+# link, so the worker reads its score as any decision model's (DecisionModel.predict).
+FIRST_STAGE_OBJECTIVE = "cross_entropy"
+UNCUT = Thresholds(block=1.0, allow=0.0)  # a model whose cuts its caller places
+
+
 def agreeing_cuts(p1: FloatArray, full: Sequence[str], agree: Agreement, within: Thresholds, y: Labels) -> Thresholds:
     """The first stage's thresholds: it allows below ``allow`` and blocks at ``block`` and above, each
     where it agrees with the full model's decisions ``full`` (:func:`agreeing_cut`), never past the
@@ -304,11 +337,9 @@ def agreeing_cuts(p1: FloatArray, full: Sequence[str], agree: Agreement, within:
     model may allow posts it scores 0.8 to keep review within its budget (the loop trial), and a
     first stage that reads no text would agree with it there on the spam it cannot see. In between
     it is not sure; a cut that cannot agree so well decides nothing. A spam the full model would only
-    review agrees with a block: blocking it is no worse judgement, and at 99.8% a single one among the
-    first 1,500 posts would leave the block cut to chance (docs/journal/2026-11-29-int8-served.md)."""
+    review agrees with a block (:func:`as_agreeing`)."""
     allow = agreeing_cut(p1, full, "allow", agree.allow, agree.confidence)
-    blocked = ["block" if label == 1 else d for d, label in zip(full, y, strict=True)]
-    block = agreeing_cut(p1, blocked, "block", agree.block, agree.confidence)
+    block = agreeing_cut(p1, as_agreeing(full, y), "block", agree.block, agree.confidence)
     block_at = 1.0 if block is None else max(block, within.block)  # a probability never reaches 1.0
     ham = choose_thresholds(y, p1).allow
     allow_below = 0.0 if allow is None else min(float(np.nextafter(allow, 2.0)), within.allow, ham)
@@ -320,17 +351,27 @@ def unsure(p1: FloatArray, th: Thresholds) -> npt.NDArray[np.bool_]:
     return (p1 >= th.allow) & (p1 < th.block)
 
 
+def served(full: Fitted, x: FloatArray) -> list[str]:
+    """``full``'s decisions of the rows ``x`` as the worker serves them, its rules included: a post a
+    text model reads as spam is never allowed (the default bundle's spam reading)."""
+    held = never_allowed(x, TRUST_EVERYWHERE.reads_spam_from)
+    bare = [full.thresholds.classify(float(p)) for p in full.predict(x)]
+    return ["review" if h and d == "allow" else d for d, h in zip(bare, held, strict=True)]
+
+
 def first_stage(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, full: Fitted, agree: Agreement) -> Fitted:
-    """The cascade's first stage: LightGBM on the rows without the transformer's score, its cuts where
-    its decisions agree with ``full``'s on the validation rows; between them the worker asks the
-    transformer and the full model (workers/stages/decide.py). The full model's decisions are the
-    ones the worker serves, its rules included."""
-    fitted = fit(without_transformer(xt), yt, without_transformer(xv), yv)
-    # As the worker serves them, its rules included: a post a text model reads as spam is never allowed
-    # (the default bundle's spam reading), so a first stage agreeing with the bare score would allow it.
-    held = never_allowed(xv, TRUST_EVERYWHERE.reads_spam_from)
-    bare = [full.thresholds.classify(float(p)) for p in full.predict(xv)]
-    decisions = ["review" if h and d == "allow" else d for d, h in zip(bare, held, strict=True)]
+    """The cascade's first stage: LightGBM on the rows without the transformer's score, learning the
+    decisions ``full`` serves (:func:`first_stage_targets`), its cuts where its decisions agree with
+    those on the validation rows; between them the worker asks the transformer and the full model
+    (workers/stages/decide.py)."""
+    decisions = served(full, xv)
+    fitted = fit(
+        without_transformer(xt),
+        first_stage_targets(served(full, xt), yt),
+        without_transformer(xv),
+        first_stage_targets(decisions, yv),
+        objective=FIRST_STAGE_OBJECTIVE,
+    )
     p1 = fitted.predict(without_transformer(xv))
     return Fitted(fitted.booster, agreeing_cuts(p1, decisions, agree, full.thresholds, yv))
 

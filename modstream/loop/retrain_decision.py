@@ -44,13 +44,17 @@ from modstream.loop.join import DatasetError, Labelled, read_parquet
 from modstream.loop.report import Curves, write
 from training.decision_model import (
     FIRST_STAGE_AGREEMENT,
+    FIRST_STAGE_OBJECTIVE,
     PARAMS,
+    UNCUT,
     Agreement,
     Evaluation,
     Fitted,
+    Targets,
     agreeing_cuts,
     choose_thresholds,
     evaluate,
+    first_stage_targets,
     fit,
     save,
     unsure,
@@ -388,35 +392,45 @@ def pull_of(model: Fitted, x: FloatArray) -> FloatArray:
     return sender_pull(DecisionModel(model.booster, model.thresholds, "").predict(x)[1])
 
 
-def out_of_fold(x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS) -> OutOfFold:
-    """Each row's score by the model trained on the other time-contiguous folds, with the fold models."""
+def out_of_fold(
+    x: FloatArray, y: npt.NDArray[np.int_], folds: int = FOLDS, learn: FloatArray | None = None
+) -> OutOfFold:
+    """Each row's score by the model trained on the other time-contiguous folds, with the fold models:
+    models of the labels ``y``, or of a first stage's targets ``learn`` (:func:`first_stage_targets`)."""
     oof = np.empty(len(y), dtype=np.float64)
     rounds, models = [], []
+    target, objective = (y, "binary") if learn is None else (learn, FIRST_STAGE_OBJECTIVE)
     for i, part in enumerate(folds_of(len(y), folds)):
         _check(f"fold {i + 1} of {folds}", y[part])
         rest = np.setdiff1d(np.arange(len(y)), part)
-        fold = fit(x[rest], y[rest], x[part], y[part])
+        fold = fit(x[rest], target[rest], x[part], target[part], objective=objective)
         oof[part] = fold.predict(x[part])
         rounds.append(max(1, fold.booster.best_iteration))
         models.append((part, fold))
     return OutOfFold(oof, rounds, models)
 
 
-def fit_all(x: FloatArray, y: npt.NDArray[np.int_], rounds: list[int], thresholds: Thresholds) -> Fitted:
+def fit_all(x: FloatArray, y: Targets, rounds: list[int], thresholds: Thresholds, objective: str = "binary") -> Fitted:
     """The model on all rows, for the fold models' median number of rounds, at ``thresholds``."""
-    params = PARAMS | {"monotone_constraints": list(MONOTONE)}  # as training.decision_model.fit
+    # as training.decision_model.fit
+    params = PARAMS | {"objective": objective, "monotone_constraints": list(MONOTONE)}
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
     return Fitted(booster, thresholds)
 
 
-def fit_oof(x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS) -> tuple[Fitted, OutOfFold]:
-    """The model on all rows, its thresholds placed by ``policy`` on its out-of-fold predictions
-    (returned beside it), no row held out of allow by a rule, every label trusted."""
-    oof = out_of_fold(x, y, folds)
+def fit_oof(
+    x: FloatArray, y: npt.NDArray[np.int_], policy: Policy, folds: int = FOLDS, learn: FloatArray | None = None
+) -> tuple[Fitted, OutOfFold]:
+    """The model on all rows (of the labels ``y``, or of ``learn``: :func:`out_of_fold`), its thresholds
+    placed by ``policy`` on its out-of-fold predictions (returned beside it), no row held out of allow
+    by a rule, every label trusted."""
+    oof = out_of_fold(x, y, folds, learn)
     rows = np.ones(len(y), dtype=bool)
-    return fit_all(x, y, oof.rounds, policy.place(y, oof.scores, ~rows, rows)), oof
+    objective = "binary" if learn is None else FIRST_STAGE_OBJECTIVE
+    placed = policy.place(y, oof.scores, ~rows, rows)
+    return fit_all(x, y if learn is None else learn, oof.rounds, placed, objective), oof
 
 
 @dataclass(frozen=True)
@@ -505,7 +519,7 @@ def decide(
     )
     x_early, y_early = data.x[early], data.y[early]
     oof, rounds, _ = out_of_fold(x_early, y_early)
-    uncut = fit_all(x_early, y_early, rounds, Thresholds(block=1.0, allow=0.0))  # its cuts come below
+    uncut = fit_all(x_early, y_early, rounds, UNCUT)  # its cuts come below
     p_late = uncut.predict(data.x[late])
     # Every row's label as a model that did not see it reads it (the earlier rows out of fold, the latest by
     # the model that ships): the doubted ones are set aside, from the cuts and from the gate's counts for
@@ -531,11 +545,13 @@ def decide(
     trust = trust.model_copy(update={"spam_confirmed": placed.confirmed})
     at = np.r_[confirmed, np.full(n_late, math.inf if placed.confirmed is None else placed.confirmed)]
     held = held._replace(blocks=reading_of >= at)  # NaN (no text model read it) compares false
-    # The cascade's first stage, its cuts where it agrees with the full model's served decisions (its
-    # rules included) out of fold.
+    # The cascade's first stage, learning the full model's served decisions (its rules included) out of
+    # fold, its cuts where it agrees with them.
     blind = without_transformer(data.x)
     full = decisions_at(*cascaded(oof, cuts, None, Held(*(rows[early] for rows in held))))
-    first, first_oof = fit_oof(blind[early], y_early, Agreeing(full, fitted.thresholds))
+    first, first_oof = fit_oof(
+        blind[early], y_early, Agreeing(full, fitted.thresholds), learn=first_stage_targets(full, y_early)
+    )
     oof1, p1_late = first_oof.scores, first.predict(blind[late])
     pull1 = np.r_[first_oof.pull(blind[early]), pull_of(first, blind[late])]
     every = _then(cuts, fitted.thresholds, n_late)
