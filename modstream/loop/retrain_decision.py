@@ -399,7 +399,7 @@ def out_of_fold(
     models of the labels ``y``, or of a first stage's targets ``learn`` (:func:`first_stage_targets`)."""
     oof = np.empty(len(y), dtype=np.float64)
     rounds, models = [], []
-    target, objective = (y, "binary") if learn is None else (learn, FIRST_STAGE_OBJECTIVE)
+    target, objective = _learned(y, learn)
     for i, part in enumerate(folds_of(len(y), folds)):
         _check(f"fold {i + 1} of {folds}", y[part])
         rest = np.setdiff1d(np.arange(len(y)), part)
@@ -412,8 +412,7 @@ def out_of_fold(
 
 def fit_all(x: FloatArray, y: Targets, rounds: list[int], thresholds: Thresholds, objective: str = "binary") -> Fitted:
     """The model on all rows, for the fold models' median number of rounds, at ``thresholds``."""
-    # as training.decision_model.fit
-    params = PARAMS | {"objective": objective, "monotone_constraints": list(MONOTONE)}
+    params = PARAMS | {"objective": objective, "monotone_constraints": list(MONOTONE)}  # as decision_model.fit
     n_rounds = int(np.median(rounds))
     booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES)), num_boost_round=n_rounds)
     booster.best_iteration = n_rounds
@@ -428,9 +427,13 @@ def fit_oof(
     by a rule, every label trusted."""
     oof = out_of_fold(x, y, folds, learn)
     rows = np.ones(len(y), dtype=bool)
-    objective = "binary" if learn is None else FIRST_STAGE_OBJECTIVE
-    placed = policy.place(y, oof.scores, ~rows, rows)
-    return fit_all(x, y if learn is None else learn, oof.rounds, placed, objective), oof
+    target, objective = _learned(y, learn)
+    return fit_all(x, target, oof.rounds, policy.place(y, oof.scores, ~rows, rows), objective), oof
+
+
+def _learned(y: npt.NDArray[np.int_], learn: FloatArray | None) -> tuple[Targets, str]:
+    """What a model learns, and by which objective: the labels, or a first stage's targets."""
+    return (y, "binary") if learn is None else (learn, FIRST_STAGE_OBJECTIVE)
 
 
 @dataclass(frozen=True)
