@@ -351,7 +351,7 @@ def unsure(p1: FloatArray, th: Thresholds) -> npt.NDArray[np.bool_]:
     return (p1 >= th.allow) & (p1 < th.block)
 
 
-def served(full: Fitted, x: FloatArray) -> list[str]:
+def served_decisions(full: Fitted, x: FloatArray) -> list[str]:
     """``full``'s decisions of the rows ``x`` as the worker serves them, its rules included: a post a
     text model reads as spam is never allowed (the default bundle's spam reading)."""
     held = never_allowed(x, TRUST_EVERYWHERE.reads_spam_from)
@@ -364,10 +364,10 @@ def first_stage(xt: FloatArray, yt: Labels, xv: FloatArray, yv: Labels, full: Fi
     decisions ``full`` serves (:func:`first_stage_targets`), its cuts where its decisions agree with
     those on the validation rows; between them the worker asks the transformer and the full model
     (workers/stages/decide.py)."""
-    decisions = served(full, xv)
+    decisions = served_decisions(full, xv)
     fitted = fit(
         without_transformer(xt),
-        first_stage_targets(served(full, xt), yt),
+        first_stage_targets(served_decisions(full, xt), yt),
         without_transformer(xv),
         first_stage_targets(decisions, yv),
         objective=FIRST_STAGE_OBJECTIVE,
