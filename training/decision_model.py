@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import lightgbm as lgb
 import numpy as np
@@ -39,6 +39,8 @@ from workers.text.trust import TRUST_EVERYWHERE
 FloatArray = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int_]
 Targets = Labels | FloatArray  # what a model learns: the labels, or a first stage's targets
+# LightGBM's objective for each: the labels' binary log loss, or cross-entropy on targets in [0, 1].
+Objective = Literal["binary", "cross_entropy"]
 Scorer = Callable[[Sequence[str]], npt.NDArray[np.floating[Any]]]
 
 PARAMS = {
@@ -255,7 +257,7 @@ class Fitted:
 
 
 def fit(
-    xt: FloatArray, yt: Targets, xv: FloatArray, yv: Targets, *, monotone: bool = True, objective: str = "binary"
+    xt: FloatArray, yt: Targets, xv: FloatArray, yv: Targets, *, monotone: bool = True, objective: Objective = "binary"
 ) -> Fitted:
     """LightGBM on the training rows, stopped early on the validation rows. Binary: on labels,
     thresholded there. ``FIRST_STAGE_OBJECTIVE``: on a first stage's targets (:func:`first_stage_targets`),
@@ -325,7 +327,7 @@ def first_stage_targets(full: Sequence[str], y: Labels) -> FloatArray:
 _TARGET = {"allow": 0.0, "review": 0.5, "block": 1.0}
 # A first stage's targets lie between 0 and 1: LightGBM's cross-entropy, with the binary objective's sigmoid
 # link, so the worker reads its score as any decision model's (DecisionModel.predict).
-FIRST_STAGE_OBJECTIVE = "cross_entropy"
+FIRST_STAGE_OBJECTIVE: Objective = "cross_entropy"
 UNCUT = Thresholds(block=1.0, allow=0.0)  # a model whose cuts its caller places
 
 

@@ -50,6 +50,7 @@ from training.decision_model import (
     Agreement,
     Evaluation,
     Fitted,
+    Objective,
     Targets,
     agreeing_cuts,
     choose_thresholds,
@@ -410,7 +411,9 @@ def out_of_fold(
     return OutOfFold(oof, rounds, models)
 
 
-def fit_all(x: FloatArray, y: Targets, rounds: list[int], thresholds: Thresholds, objective: str = "binary") -> Fitted:
+def fit_all(
+    x: FloatArray, y: Targets, rounds: list[int], thresholds: Thresholds, objective: Objective = "binary"
+) -> Fitted:
     """The model on all rows, for the fold models' median number of rounds, at ``thresholds``."""
     params = PARAMS | {"objective": objective, "monotone_constraints": list(MONOTONE)}  # as decision_model.fit
     n_rounds = int(np.median(rounds))
@@ -431,7 +434,7 @@ def fit_oof(
     return fit_all(x, target, oof.rounds, policy.place(y, oof.scores, ~rows, rows), objective), oof
 
 
-def _learned(y: npt.NDArray[np.int_], learn: FloatArray | None) -> tuple[Targets, str]:
+def _learned(y: npt.NDArray[np.int_], learn: FloatArray | None) -> tuple[Targets, Objective]:
     """What a model learns, and by which objective: the labels, or a first stage's targets."""
     return (y, "binary") if learn is None else (learn, FIRST_STAGE_OBJECTIVE)
 
