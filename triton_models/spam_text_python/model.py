@@ -7,11 +7,11 @@ Used by the embedded local stack, where tritonserver has only the Python backend
 Config parameters (``config.pbtxt``):
   intra_op_threads  ONNX Runtime intra-op threads (0 = ORT default)
 
-Dynamic batching hands ``execute`` several requests at once. Their rows are sorted by
-length and run in groups cut where the lengths jump, each right-padded to its longest
-row with attention_mask 0 (what the tokenizer's padding would produce), and split back.
-Triton's rule is kept: exactly one response per request, in order, errors as
-``TritonError`` responses, and nothing raised out of ``execute``.
+Dynamic batching hands ``execute`` several requests at once. They are run as one
+ONNX Runtime call, right-padded to the longest sequence with attention_mask 0
+(what the tokenizer's padding would produce), and split back. Triton's rule is
+kept: exactly one response per request, in order, errors as ``TritonError``
+responses, and nothing raised out of ``execute``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import triton_python_backend_utils as pb_utils
 
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "logits"
-NUM_LABELS = 2
 
 
 def _parameter(config: dict[str, Any], key: str, default: str) -> str:
@@ -82,8 +81,12 @@ class TritonPythonModel:
     def _run(self, batch: list[tuple[int, np.ndarray, np.ndarray]], responses: list[Any]) -> None:
         try:
             seq = max(ids.shape[1] for _, ids, _ in batch)
-            logits = self._logits(
-                _pad_concat([ids for _, ids, _ in batch], seq), _pad_concat([mask for _, _, mask in batch], seq)
+            (logits,) = self.session.run(
+                [OUTPUT],
+                {
+                    "input_ids": _pad_concat([ids for _, ids, _ in batch], seq),
+                    "attention_mask": _pad_concat([mask for _, _, mask in batch], seq),
+                },
             )
         except Exception as exc:
             for i, _, _ in batch:
@@ -93,28 +96,3 @@ class TritonPythonModel:
         for (i, _, _), start, end in zip(batch, offsets[:-1], offsets[1:], strict=True):
             out = pb_utils.Tensor(OUTPUT, np.ascontiguousarray(logits[start:end], dtype=np.float32))
             responses[i] = pb_utils.InferenceResponse(output_tensors=[out])
-
-    def _logits(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The rows of the requests Triton merged, by length, in groups (:func:`groups`): a merged
-        request of short texts is not padded to another's long ones."""
-        lengths = mask.sum(axis=1)
-        order = np.argsort(lengths, kind="stable")
-        logits = np.empty((len(order), NUM_LABELS), dtype=np.float32)
-        for rows in groups(order, lengths[order]):
-            width = max(1, int(lengths[rows[-1]]))
-            (out,) = self.session.run([OUTPUT], {"input_ids": ids[rows, :width], "attention_mask": mask[rows, :width]})
-            logits[rows] = out
-        return logits
-
-
-def groups(order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-    """``order``'s rows (ascending ``lengths``) cut greedily where padding the group so far to the
-    next row's length would cost more tokens than one more run, counted as one text of the mean
-    length: the worker's rule for its requests (workers/stages/score.py ``requests``), which the stub
-    cannot import (its libpython is not the environment's)."""
-    per_run, cuts, first = float(lengths.mean()) if len(lengths) else 0.0, [], 0
-    for i in range(1, len(order)):
-        if (i - first) * (lengths[i] - lengths[i - 1]) > per_run:
-            cuts.append(i)
-            first = i
-    return np.split(order, cuts)

@@ -46,22 +46,33 @@ class ScoreCache:
             self._data.popitem(last=False)
 
 
+def split(n: int, sub_batch: int, parallelism: int) -> list[range]:
+    """Contiguous, nearly equal slices of ``range(n)``: at most ``sub_batch`` each, and at
+    least ``parallelism`` of them while there are texts for each."""
+    parts = max(-(-n // sub_batch), min(n, parallelism))
+    bounds = [n * i // parts for i in range(parts + 1)] if parts else []
+    return [range(a, b) for a, b in pairwise(bounds)]
+
+
 def requests(lengths: Sequence[int], sub_batch: int, parallelism: int) -> list[range]:
-    """Requests over ascending ``lengths``: of at most ``sub_batch`` texts, and of at most a
-    ``parallelism``-th of a small batch, so each model instance gets a share of it; cut to send the
-    fewest tokens, padding included, counting each request as one more text of the mean length.
-    Fixed sizes cut through runs of equal lengths: over the bench's post texts, 512-text batches in
-    requests of 16 pad 2.6%, these pad 1.4%. A small batch cut in halves padded 45% at 23 texts, cut
-    where its lengths jump 12%: 3.2 against 2.5 ms of model CPU a text (docs/PERFORMANCE.md)."""
+    """Requests over ascending ``lengths``: of ``sub_batch`` / 2 to ``sub_batch`` texts, cut to
+    send the fewest tokens, padding included, counting each request as one more text of the
+    mean length. Fixed sizes cut through runs of equal lengths: over the bench's post texts,
+    512-text batches in requests of 16 pad 2.6%, these pad 1.4% in requests of 14.8 on average.
+    A request is counted because a smaller one costs more per text on some CPUs (docs/PERFORMANCE.md).
+    A batch too small to give each model instance full requests is split evenly instead. (Cut at its
+    jumps it cost a fifth less model CPU at half load, but a text's width, and with it its score's
+    last bits, then hung on how a redelivered batch was polled: docs/journal/2026-11-29-requests-cut-at-jumps.md.)"""
     n = len(lengths)
-    if not n:
-        return []
-    most, per_request = min(sub_batch, -(-n // parallelism)), sum(lengths) / n
+    if n < sub_batch * parallelism:
+        return split(n, sub_batch, parallelism)
+    least, per_request = -(-sub_batch // 2), sum(lengths) / n
     # cost[end]: the fewest tokens for lengths[:end]; start[end]: where its last request starts.
+    # Sizes from half to all of sub_batch reach every end from ``least`` on.
     cost, start = [0.0] + [float("inf")] * n, [0] * (n + 1)
-    for end in range(1, n + 1):
+    for end in range(least, n + 1):
         longest = lengths[end - 1]
-        for size in range(1, min(most, end) + 1):
+        for size in range(least, min(sub_batch, end) + 1):
             c = cost[end - size] + size * longest + per_request
             if c < cost[end]:
                 cost[end], start[end] = c, end - size

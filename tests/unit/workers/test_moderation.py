@@ -213,41 +213,31 @@ def test_cutting_long_texts_before_tokenizing_keeps_the_same_ids(tokenizer_json:
         (0, 16, 2, []),
         (1, 16, 2, [1]),
         (7, 16, 2, [3, 4]),  # a small batch still uses both instances
-        (20, 16, 2, [10, 10]),
+        (20, 16, 1, [10, 10]),  # balanced, not 16 + 4
         (256, 16, 2, [16] * 16),
-        (33, 16, 4, [6, 9, 9, 9]),  # at least one request per instance, none longer than a fair share
+        (33, 16, 4, [8, 8, 8, 9]),  # at least one request per instance
     ],
 )
-def test_texts_of_one_length_fill_few_requests_and_every_instance(
+def test_split_is_balanced_and_spreads_small_batches(
     n: int, sub_batch: int, parallelism: int, sizes: list[int]
 ) -> None:
-    from workers.stages.score import requests
+    from workers.stages.score import split
 
-    parts = requests([12] * n, sub_batch, parallelism)
-    assert sorted(len(p) for p in parts) == sizes
+    parts = split(n, sub_batch, parallelism)
+    assert [len(p) for p in parts] == sizes
     assert [i for p in parts for i in p] == list(range(n))
 
 
 def test_requests_cut_where_lengths_jump_and_keep_sizes_in_bounds() -> None:
-    from workers.stages.score import requests
+    from workers.stages.score import requests, split
 
     lengths = sorted([10] * 20 + [40] * 12)  # fixed requests of 16 would pad four 10s to 40
     parts = requests(lengths, 16, 2)
     assert len(parts) == 3
     assert all(lengths[p[0]] == lengths[p[-1]] for p in parts)  # nothing padded
     assert [i for p in parts for i in p] == list(range(len(lengths)))
-
-
-def test_a_small_batch_is_cut_where_its_lengths_jump_not_in_halves() -> None:
-    """At half load a batch leaves the transformer a few dozen texts: halves padded 45% of their
-    tokens and cost 3.2 ms of model CPU a text, cuts at the jumps 12% and 2.5 ms."""
-    from workers.stages.score import requests
-
-    lengths = sorted([8] * 10 + [60] * 3)  # in halves, three 8s would be padded to 60
-    parts = requests(lengths, 16, 2)
-    assert len(parts) >= 2
-    assert all(lengths[p[0]] == lengths[p[-1]] for p in parts)
-    assert [i for p in parts for i in p] == list(range(len(lengths)))
+    # A batch too small for a full request per instance is split evenly, as before.
+    assert requests([5] * 20, 16, 2) == split(20, 16, 2)
 
 
 @pytest.mark.parametrize("sub_batch", [1, 2, 3, 7, 16])
@@ -255,10 +245,10 @@ def test_requests_cover_every_text_once_within_sizes(sub_batch: int) -> None:
     from workers.stages.score import requests
 
     rng = random.Random(sub_batch)
-    for n in range(1, 2 * sub_batch + 40):
+    for n in range(2 * sub_batch, 2 * sub_batch + 40):
         parts = requests(sorted(rng.randint(1, 60) for _ in range(n)), sub_batch, 2)
         assert [i for p in parts for i in p] == list(range(n))
-        assert all(1 <= len(p) <= min(sub_batch, -(-n // 2)) for p in parts)
+        assert all(-(-sub_batch // 2) <= len(p) <= sub_batch for p in parts)
 
 
 async def test_small_batches_are_split_across_model_instances(encoder: TextEncoder) -> None:
