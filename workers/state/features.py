@@ -96,6 +96,9 @@ YOUNG_DOMAIN_DAYS = 30.0
 # history before it: a domain the platform's people share shows up within two weeks; one first seen
 # after that is new to the platform. A new stream's first sightings date nothing.
 STREAM_HISTORY_DAYS = 14.0
+# A domain the stream has seen since its first hour with links is as old as the stream can tell: its
+# first sighting is no feature (a new stream's first posts would all read as new domains).
+STREAM_START_HOURS = 1.0
 _COPIES, _JOURNEY, _SHARERS, _NEAR, _SAME, _FIRST_SEEN = (
     SIGNALS.index(f)
     for f in (
@@ -182,6 +185,8 @@ def stream_signals(counted: Sequence[float], domain_age_days: float, popular: bo
     as far as exact copies do), and a journey is no coordination (popularity lowers the weight of
     counts; it vouches for no link)."""
     out = list(counted[: len(SIGNALS)])
+    if counted[_STREAM] - counted[_FIRST_SEEN] < STREAM_START_HOURS:
+        out[_FIRST_SEEN] = NAN
     if popular:  # people sharing one article write alike: only the same words to the same page count
         out[_JOURNEY] = min(out[_JOURNEY], 0.0)  # NaN (no link) stays NaN
         out[_NEAR] = min(out[_NEAR], out[_SAME])

@@ -56,7 +56,9 @@ def test_counts_and_ages_come_from_the_hashes_and_the_signals() -> None:
     facts = PostFacts(10, False, False, 1, "xyz", 2, [], 1.8e9)
     signals = tuple(float(i) for i in range(len(SIGNALS)))
     no_journey = SIGNALS.index("campaign_journey_users_1h")
-    stream = signals[SIGNALS.index("domain_first_seen_hours")]  # a new stream: as old as the domain
+    # The stream's first link two hours before the domain's: a first sighting of its own (and a new
+    # stream, weeks short of dating it young: features.STREAM_HISTORY_DAYS).
+    stream = signals[SIGNALS.index("domain_first_seen_hours")] + 2.0
     counted = (*(0.0 if i == no_journey else v for i, v in enumerate(signals)), 99.0, stream)  # COUNTED order
     prof = Profile(user={"created_at": str(1.8e9 - 10 * 86400), "spam_posts": "4"}, signals=counted)
     row = assemble(facts, prof, 0.7)

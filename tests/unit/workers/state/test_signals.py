@@ -155,6 +155,25 @@ def test_a_domain_first_seen_after_weeks_of_the_stream_is_young_and_a_new_stream
     assert copies(new_stream[-1]) == 0  # a stream without history: unknown, not young
 
 
+def test_a_domain_seen_since_the_streams_first_hour_has_no_first_sighting_and_one_new_after_it_has() -> None:
+    """A new stream sees every domain for the first time: release notes to github.com in its first
+    minutes read as posts to a brand-new domain (three of eleven developers' first posts were sent to
+    review on one training). Seen since the stream's first hour with links, a domain is as old as the
+    stream can tell; one first seen later keeps its first sighting, as a campaign's new domain does."""
+
+    def first_seen(row: dict[str, float]) -> float:
+        counted = tuple(row[name] for name in COUNTED)
+        return stream_signals(counted, math.nan)[SIGNALS.index("domain_first_seen_hours")]
+
+    store = MemorySignals()
+    early = run(
+        store, [post(f"r{i}", f"dev{i}", at=T0 + 60 * i, text=f"v1.{i} https://github.com/d{i}") for i in range(3)]
+    )
+    later = run(store, [post("c0", "x", at=T0 + 2 * HOUR, text="win now https://promo.example/a")])
+    assert [math.isnan(first_seen(o)) for o in early] == [True, True, True]
+    assert first_seen(later[0]) == pytest.approx(0.0)  # first seen two hours into the stream: new
+
+
 def test_sharers_in_their_own_words_are_not_copies_and_greetings_have_no_domain_signals() -> None:
     link = ["https://www.news.example/2026/11/23/story"]
     words = ["wow", "read this", "big news today", "cannot believe it", "finally", "sad day", "thread below"]
