@@ -11,10 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 
-from modstream.harness.bench import KafkaBench, build_posts, percentiles, repeated
+from modstream.harness.bench import KafkaBench, build_posts, percentile_ms, percentiles, repeated
 from modstream.harness.bench_cascade import first_stage_share
 from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import build_repo
@@ -38,7 +37,7 @@ with stack as ep:
     # Twice: the first run also warms Triton (each new input shape's first run is slow), the second is the figure.
     for run in ("warm-up", "measured"):
         phase = kb.run(repeated(records, int(rate * seconds), f"lat-{run}"), rate=rate, **overrides)
-        e2e = {f"p{q}_ms": round(float(np.percentile(phase.latencies_ms, q)), 1) for q in (50, 99)}
+        e2e = {f"p{q}_ms": percentile_ms(phase, q) for q in (50, 99)}
         cpu = {k: round(v / (rate * seconds) * 1e3, 3) for k, v in phase.cpu_s.items()}
         share = round(first_stage_share(phase.verdicts), 3)
         hops = percentiles(phase.hops_ms)
