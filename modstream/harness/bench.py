@@ -124,7 +124,7 @@ class BenchDetails:
     short_circuit_cpu_s: CpuSeconds = field(default_factory=dict)
     latency_offered_posts_per_s: float = 0.0
     latency_runs: list[dict[str, float]] = field(default_factory=list)  # each run's p50_ms, p99_ms
-    # The median run's (LATENCY_RUNS), as the headline p50 and p99:
+    # These two: the run with the median p99 (LATENCY_RUNS), whose p50 and p99 are the headline ones.
     latency_cpu_s: CpuSeconds = field(default_factory=dict)
     latency_by_hop: dict[str, dict[str, float]] = field(default_factory=dict)  # HOPS: p50_ms, p99_ms each
     # Exactly-once: the pipeline and the latency phases again with one transaction per batch.
