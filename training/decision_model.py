@@ -200,8 +200,7 @@ def served_waves(model_dir: Path, x: FloatArray, waves: npt.NDArray[np.str_]) ->
     model = DecisionModel.load(model_dir)
     at = np.nonzero(np.isin(waves, WAVES))[0]
     probs, contribs = model.predict(x[at])
-    rows = zip(at, probs, contribs, strict=True)
-    decided = np.array([judge(model, x[i], float(p), c, DEFAULT_CAMPAIGN_ACTION)[0] for i, p, c in rows])
+    decided = np.array([d for d, _ in judge(model, x[at], probs, contribs, DEFAULT_CAMPAIGN_ACTION)])
     reads = (x[at][:, TEXT_SCORES] >= 0.5).any(axis=1)
     out = {}
     for w in WAVES:

@@ -60,14 +60,14 @@ def redecide(
     matrix = np.array([[math.nan if x is None else x for x in v.features.values] for v in rows if v.features])
     probs, contribs = model.predict(matrix)
     sure = _first_stage(model.first, matrix, campaign_action)
+    judged = judge(model, matrix, probs, contribs, campaign_action)
     for i, v in enumerate(rows):
         versions = v.model_versions | {"decision": model.version} | ({"text": text_version} if text_version else {})
         if i in sure:
             prob, decision, reasons = sure[i]
             scores = v.stage_scores | {FIRST_STAGE: prob}
         else:
-            prob = float(probs[i])
-            decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+            prob, (decision, reasons) = float(probs[i]), judged[i]
             scores = v.stage_scores | {"decision": prob}
         reasons += [r for r in v.reasons if r.code in INPUT_REASONS]
         again = v.model_copy(
@@ -93,9 +93,9 @@ def _first_stage(
     blind[:, _TEXT] = math.nan
     probs, contribs = first.predict(blind)
     sender = bought(first.thresholds, probs, sender_pull(contribs))
+    judged = judge(first, blind, probs, contribs, campaign_action)
     out = {}
-    for i, p in enumerate(probs.tolist()):
-        decision, reasons = judge(first, blind[i], p, contribs[i], campaign_action)
+    for i, (p, (decision, reasons)) in enumerate(zip(probs.tolist(), judged, strict=True)):
         if is_sure(first, p, decision, bool(sender[i])):
             out[i] = (p, decision, reasons)
     return out

@@ -89,10 +89,7 @@ def decide(bundle: Path, examples: list[Example], seed: int = 0) -> tuple[list[D
     model = DecisionModel.load(bundle / "decision")
     rows = feature_rows(posts, World(), text, ngram)
     scores, contribs = model.predict(rows)
-    decisions = [
-        judge(model, row, float(p), contrib, DEFAULT_CAMPAIGN_ACTION)[0]
-        for row, p, contrib in zip(rows, scores, contribs, strict=True)
-    ]
+    decisions = [d for d, _ in judge(model, rows, scores, contribs, DEFAULT_CAMPAIGN_ACTION)]
     return decisions, [float(p) for p in scores], sum(1 for u in unjudged if u is not None)
 
 

@@ -186,18 +186,9 @@ def facts_of(post: Post) -> PostFacts:
     )
 
 
-def top_reasons(row: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> list[Reason]:
-    order = np.argsort(-np.abs(contrib))[:k].tolist()
-    # As Python floats: formatting a numpy scalar costs several times more.
-    values, pushes = row[order].tolist(), contrib[order].tolist()
-    return [
-        Reason.of(_REASON_CODES[i], f"{FEATURES[i]}={'missing' if math.isnan(v) else f'{v:.4g}'} ({c:+.3f})")
-        for i, v, c in zip(order, values, pushes, strict=True)
-    ]
-
-
-def _decision(t: Thresholds, raw: float) -> Decision:
-    return t.classify(float(1 / (1 + np.exp(-raw))))
+def _decisions(t: Thresholds, raw: FloatArray) -> list[Decision]:
+    """Per raw score, its decision by ``t``'s cuts."""
+    return [t.classify(p) for p in (1.0 / (1.0 + np.exp(-raw))).tolist()]
 
 
 def sender_pull(contrib: FloatArray) -> FloatArray:
@@ -218,68 +209,62 @@ def _value(row: FloatArray, i: int) -> str:
     return "missing" if math.isnan(row[i]) else f"{row[i]:.4g}"
 
 
-def coordination(row: FloatArray) -> float:
-    """How much of a link's crowd is coordinated, 0 to 1: the accounts that repeated a text already
-    posted to the link's site, or came by the same scripted UI journey, as a share of the distinct
-    accounts posting its domain in the hour. Two coincidental matches among sixty sharers are 0.03;
-    a campaign's copies are most of its accounts, on a domain without history. A post without UI
-    steps has no journey to match (many platforms send none), so a journey count only counts when
-    the post has steps."""
-    copies = row[_COPIES] if row[_COPIES] > 0 else 0.0  # NaN (no link) is not > 0
-    journey = row[_JOURNEY] if row[_JOURNEY] > 0 and row[_STEPS] > 0 else 0.0
-    coordinated = max(copies, journey)
-    if coordinated == 0:
-        return 0.0
-    share = float(coordinated / max(row[_SHARERS] if row[_SHARERS] > 0 else 0.0, coordinated))
+def coordination(x: FloatArray) -> FloatArray:
+    """Per row of ``x`` (a row alone: a 0-d array), how much of a link's crowd is coordinated, 0 to 1:
+    the accounts that repeated a text already posted to the link's site, or came by the same scripted
+    UI journey, as a share of the distinct accounts posting its domain in the hour. Two coincidental
+    matches among sixty sharers are 0.03; a campaign's copies are most of its accounts, on a domain
+    without history. A post without UI steps has no journey to match (many platforms send none), so a
+    journey count only counts when the post has steps."""
+    copies = np.where(x[..., _COPIES] > 0, x[..., _COPIES], 0.0)  # NaN (no link) is not > 0
+    journey = np.where((x[..., _JOURNEY] > 0) & (x[..., _STEPS] > 0), x[..., _JOURNEY], 0.0)
+    coordinated = np.maximum(copies, journey)
+    sharers = np.where(x[..., _SHARERS] > 0, x[..., _SHARERS], 0.0)
+    with np.errstate(invalid="ignore"):  # 0 / 0 where nothing was coordinated: 0 below
+        share = np.where(coordinated > 0, coordinated / np.maximum(sharers, coordinated), 0.0)
     # A domain with a history (the stream saw it on many days, or the platform has known it for a
     # year) is where crowds gather: the same copies weigh half there.
-    established = row[_DAYS] >= ESTABLISHED_DAYS or row[_AGE] >= ESTABLISHED_AGE_DAYS  # NaN: neither
-    return share * (0.5 if established else 1.0)
+    established = (x[..., _DAYS] >= ESTABLISHED_DAYS) | (x[..., _AGE] >= ESTABLISHED_AGE_DAYS)  # NaN: neither
+    return np.asarray(share * np.where(established, 0.5, 1.0))
 
 
-def text_score(row: FloatArray) -> float:
-    """The transformer's score, else the n-gram model's (Triton down); 0 where neither judged the text."""
-    for i in _TEXT_SCORES:
-        if not math.isnan(row[i]):
-            return float(row[i])
-    return 0.0
+def text_score(x: FloatArray) -> FloatArray:
+    """Per row, the transformer's score, else the n-gram model's (Triton down); 0 where neither judged the text."""
+    transformer, ngram = x[..., _TEXT_SCORES[0]], x[..., _TEXT_SCORES[1]]
+    return np.asarray(np.where(np.isnan(transformer), np.where(np.isnan(ngram), 0.0, ngram), transformer))
 
 
-def _spam_reading(row: FloatArray, at: float) -> int | None:
-    """The text score (its feature index) at or above ``at``, or None."""
-    for i in _TEXT_SCORES:
-        if row[i] >= at:  # NaN compares false: a score withheld reads nothing
-            return i
-    return None
+def _spam_reading(x: FloatArray, at: float) -> npt.NDArray[np.int64]:
+    """Per row, the first text score (its feature index) at or above ``at``, or -1."""
+    first, second = _TEXT_SCORES
+    # NaN compares false: a score withheld reads nothing.
+    return np.where(x[..., first] >= at, first, np.where(x[..., second] >= at, second, -1))
 
 
-def _held(row: FloatArray, spam_reading: float) -> Reason | None:
-    """Why a rule that reads the row alone never allows it (:func:`judge`), or None."""
-    if (spam := _spam_reading(row, spam_reading)) is not None:
+def _unread_link(x: FloatArray) -> npt.NDArray[np.bool_]:
+    """Per row, whether it carries a link that no text model read."""
+    return np.asarray((x[..., _URLS] > 0) & np.isnan(x[..., TEXT_MASK]).all(axis=-1))
+
+
+def _held(row: FloatArray, spam: int, spam_reading: float) -> Reason:
+    """Why a rule that reads the row alone never allows it (:func:`judge`): its text score ``spam``
+    (a feature index; -1: none, its link unread)."""
+    if spam >= 0:
         return Reason.of(
             "text_model",
             f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam (from {spam_reading:.2f} on this platform); "
             "the other signals may lower its score, not allow it: review",
         )
-    if row[_URLS] > 0 and np.isnan(row[TEXT_MASK]).all():
-        return Reason.of(
-            "text_language",
-            f"no text model read it and it carries {_value(row, _URLS)} link(s): review, "
-            "not allowed on its other signals alone",
-        )
-    return None
+    return Reason.of(
+        "text_language",
+        f"no text model read it and it carries {_value(row, _URLS)} link(s): review, "
+        "not allowed on its other signals alone",
+    )
 
 
-def _reported(row: FloatArray, contrib: FloatArray) -> FloatArray:
-    """Each feature's push toward spam from users' reports that the post received."""
-    return np.where(REPORT_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
-
-
-def confirmed(row: FloatArray, at: float) -> Reason | None:
-    """Why a text reading of ``at`` or more blocks a post the decision model leaves to review (the
-    platform's labels confirm it there: ``Trust.spam_confirmed``), or None."""
-    if (spam := _spam_reading(row, at)) is None:
-        return None
+def confirmed(row: FloatArray, spam: int, at: float) -> Reason:
+    """Why a text reading of ``at`` or more (feature ``spam``) blocks a post the decision model leaves to
+    review (the platform's labels confirm it there: ``Trust.spam_confirmed``)."""
     return Reason.of(
         "text_model",
         f"{FEATURES[spam]}={row[spam]:.2f} reads it as spam, from {at:.2f} as this platform's labels "
@@ -301,13 +286,29 @@ def never_allowed(x: FloatArray, spam_reading: float) -> npt.NDArray[np.bool_]:
     """Per row, whether a rule that reads the row alone keeps it out of allow whatever its score
     (a bundle's ``trust.reads_spam_from``): the loop places and judges its cuts on the decisions the
     worker serves."""
-    return np.array([_held(row, spam_reading) is not None for row in x], dtype=bool)
+    return np.asarray((_spam_reading(x, spam_reading) >= 0) | _unread_link(x))
+
+
+def top_reasons(x: FloatArray, contrib: FloatArray, k: int = TOP_REASONS) -> list[list[Reason]]:
+    """Per row, the ``k`` features that moved its score most."""
+    order = np.argsort(-np.abs(contrib), axis=1)[:, :k]
+    # As Python floats: formatting a numpy scalar costs several times more.
+    at = np.arange(len(x))[:, None]
+    values, pushes = x[at, order].tolist(), contrib[at, order].tolist()
+    return [
+        [
+            Reason.of(_REASON_CODES[i], f"{FEATURES[i]}={'missing' if math.isnan(v) else f'{v:.4g}'} ({c:+.3f})")
+            for i, v, c in zip(row, vs, cs, strict=True)
+        ]
+        for row, vs, cs in zip(order.tolist(), values, pushes, strict=True)
+    ]
 
 
 def judge(
-    model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, campaign_action: CampaignAction
-) -> tuple[Decision, list[Reason]]:
-    """The decision and its reasons, with the rules that the model's score alone cannot keep:
+    model: DecisionModel, x: FloatArray, probs: FloatArray, contrib: FloatArray, campaign_action: CampaignAction
+) -> list[tuple[Decision, list[Reason]]]:
+    """Per row of ``x`` (the model's ``probs`` and ``contrib`` of it), the decision and its reasons,
+    with the rules that the model's score alone cannot keep:
 
     * A link's wave discounts the pull toward allow of what its senders choose (the text, the
       client-reported journey) in proportion to its :func:`coordination`: a campaign's harmless text
@@ -332,82 +333,105 @@ def judge(
     * A post no text model read (in a language none of the bundle's reads) is not allowed with a link
       on its other signals alone: it goes to review. Its link is what can be judged without the
       language; the account's and the journey's pull toward allow were learned beside a text score.
+
+    Each rule's evidence is read batch-wide; only a row that a rule moves is looked at alone.
     """
-    t = model.thresholds
-    decision, reasons = t.classify(prob), top_reasons(row, contrib)
-    raw = model.bias + float(contrib.sum())
+    t, trust = model.thresholds, model.trust
+    raw = model.bias + contrib.sum(axis=1)
     # Only a campaign signal that saw a wave is evidence: a missing or zero count (no link, no copy)
     # can still carry a positive contribution, and must never turn a review into the campaign action.
-    push = np.where(CAMPAIGN_MASK & (row > 0), np.maximum(contrib, 0.0), 0.0)
-    without = _decision(t, raw - float(push.sum()))  # the post without any of the wave's evidence
-    share = coordination(row)
-    if share > 0:  # the text and the journey are the senders' choices: bait, in proportion
-        raw -= share * float(np.minimum(contrib, 0.0)[TEXT_MASK | SENDER_MASK].sum())
-    seen = _decision(t, raw)
-    notes: list[Reason] = []
-    i = int(np.argmax(push)) if push.any() else _COPIES if row[_COPIES] > 0 else _JOURNEY
-    if push.any() and share >= CAMPAIGN_SHARE and without != seen:
-        seen = campaign_action
-        notes.append(
-            Reason.of("campaign", f"{FEATURES[i]}={_value(row, i)} ({push[i]:+.3f}) decided it: {campaign_action}")
-        )
-    elif seen != decision:  # only the discount moved it
-        if seen == "block":  # blocking for a wave is the campaign action's, and only for campaigns
-            seen = "review"
-        notes.append(
-            Reason.of(
-                "campaign",
-                f"{FEATURES[i]}={_value(row, i)} ({contrib[i]:+.3f}): in a coordinated wave "
-                f"({share:.0%} of its accounts) the pull of its text and journey toward allow is discounted",
+    push = np.where(CAMPAIGN_MASK & (x > 0), np.maximum(contrib, 0.0), 0.0)
+    reported = np.where(REPORT_MASK & (x > 0), np.maximum(contrib, 0.0), 0.0)
+    without = _decisions(t, raw - push.sum(axis=1))  # each post without any of the wave's evidence
+    share = coordination(x)
+    # The text and the journey are the senders' choices: bait, in proportion.
+    bait = np.minimum(contrib, 0.0)[:, TEXT_MASK | SENDER_MASK].sum(axis=1)
+    raw = np.where(share > 0, raw - share * bait, raw)
+    pushed, pushed_at = push.any(axis=1).tolist(), push.argmax(axis=1).tolist()
+    copied = (x[:, _COPIES] > 0).tolist()
+    spam = _spam_reading(x, trust.reads_spam_from).tolist()
+    confirming = _spam_reading(x, trust.confirms_spam_from).tolist()
+    columns = zip(
+        [t.classify(p) for p in probs.tolist()],  # the model's own
+        _decisions(t, raw),  # with the wave's discount
+        without,
+        share.tolist(),
+        (text_score(x) >= SPAM_READING).tolist(),
+        _decisions(t, raw - sender_pull(contrib)),  # without the sender's pull
+        _unread_link(x).tolist(),
+        _decisions(t, raw - reported.sum(axis=1)),  # without users' reports
+        reported.any(axis=1).tolist(),
+        (x[:, _URLS] > 0).tolist(),
+        strict=True,
+    )
+    out = []
+    for j, (decision, seen, alone, coordinated, spammy, capped, unread, unreported, reports, link) in enumerate(
+        columns
+    ):
+        row, notes = x[j], list[Reason]()
+        i = pushed_at[j] if pushed[j] else _COPIES if copied[j] else _JOURNEY
+        if pushed[j] and coordinated >= CAMPAIGN_SHARE and alone != seen:
+            seen = campaign_action
+            notes.append(
+                Reason.of(
+                    "campaign", f"{FEATURES[i]}={_value(row, i)} ({push[j, i]:+.3f}) decided it: {campaign_action}"
+                )
             )
-        )
-    if seen == "allow" and (text := text_score(row)) >= SPAM_READING:
-        sender = float(np.minimum(contrib, 0.0)[SENDER_MASK].sum())
-        if (capped := _decision(t, raw - sender)) != "allow":
+        elif seen != decision:  # only the discount moved it
+            if seen == "block":  # blocking for a wave is the campaign action's, and only for campaigns
+                seen = "review"
+            notes.append(
+                Reason.of(
+                    "campaign",
+                    f"{FEATURES[i]}={_value(row, i)} ({contrib[j, i]:+.3f}): in a coordinated wave "
+                    f"({coordinated:.0%} of its accounts) the pull of its text and journey toward allow is discounted",
+                )
+            )
+        if seen == "allow" and spammy and capped != "allow":
             seen = capped
             notes.append(
                 Reason.of(
                     "sender_signals",
-                    f"the text reads as spam ({text:.2f}); the client-reported journey ({sender:+.3f}) "
-                    f"cannot allow it: {capped}",
+                    f"the text reads as spam ({float(text_score(row)):.2f}); the client-reported journey "
+                    f"({float(sender_pull(contrib[j])):+.3f}) cannot allow it: {capped}",
                 )
             )
-    if seen == "allow" and (held := _held(row, model.trust.reads_spam_from)) is not None:
-        seen = "review"
-        notes.append(held)
-    reported = _reported(row, contrib) if seen != "allow" else None
-    if seen == "block" and reported is not None and reported.any() and _decision(t, raw - reported.sum()) != "block":
-        i = int(np.argmax(reported))
-        seen = "review"
-        notes.append(
-            Reason.of(
-                "reports_only",
-                f"{FEATURES[i]}={_value(row, i)} ({reported[i]:+.3f}): reports alone never block: review",
+        if seen == "allow" and (spam[j] >= 0 or unread):
+            seen = "review"
+            notes.append(_held(row, spam[j], trust.reads_spam_from))
+        if seen == "block" and reports and unreported != "block":
+            i = int(np.argmax(reported[j]))
+            seen = "review"
+            notes.append(
+                Reason.of(
+                    "reports_only",
+                    f"{FEATURES[i]}={_value(row, i)} ({reported[j, i]:+.3f}): reports alone never block: review",
+                )
             )
-        )
-    # Without a link's coordination (share 0) nothing discounted raw, so ``without`` is this post
-    # without its wave's counts.
-    if seen == "block" and share == 0 and not row[_URLS] > 0 and push.any() and without != "block":
-        i = int(np.argmax(push))
-        seen = "review"
-        notes.append(
-            Reason.of(
-                "campaign",
-                f"{FEATURES[i]}={_value(row, i)} ({push[i]:+.3f}): "
-                "a wave without a link never blocks on its copies: review",
+        # Without a link's coordination (share 0) nothing discounted raw, so ``without`` is this post
+        # without its wave's counts.
+        if seen == "block" and coordinated == 0 and not link and pushed[j] and alone != "block":
+            i = pushed_at[j]
+            seen = "review"
+            notes.append(
+                Reason.of(
+                    "campaign",
+                    f"{FEATURES[i]}={_value(row, i)} ({push[j, i]:+.3f}): "
+                    "a wave without a link never blocks on its copies: review",
+                )
             )
-        )
-    if (
-        decision == seen == "review"
-        and not notes
-        and share == 0  # blocking in a wave is the campaign action's, for campaigns
-        and (sure := confirmed(row, model.trust.confirms_spam_from))
-        and reported is not None
-        and _decision(t, raw - reported.sum()) == "review"  # not where reports lifted it there
-    ):
-        seen = "block"
-        notes.append(sure)
-    return seen, [*notes, *reasons]
+        if (
+            decision == seen == "review"
+            and not notes
+            and coordinated == 0  # blocking in a wave is the campaign action's, for campaigns
+            and confirming[j] >= 0
+            and unreported == "review"  # not where reports lifted it there
+        ):
+            seen = "block"
+            notes.append(confirmed(row, int(confirming[j]), trust.confirms_spam_from))
+        out.append((seen, notes))
+    reasons = top_reasons(x, contrib)
+    return [(seen, [*notes, *top]) for (seen, notes), top in zip(out, reasons, strict=True)]
 
 
 CAMPAIGN_MASK = np.array([f in CAMPAIGN for f in FEATURES])
@@ -521,11 +545,13 @@ def _judge_rows(
     nullable[np.isnan(matrix)] = None
     values = nullable.tolist()
 
+    judged = judge(model, matrix, probs, contribs, campaign_action)
+    scores, sender_bought = probs.tolist(), sender.tolist()
+
     def one(i: int) -> _Judged:
-        prob = float(probs[i])
-        decision, reasons = judge(model, matrix[i], prob, contribs[i], campaign_action)
+        prob, (decision, reasons) = scores[i], judged[i]
         moved = decision != model.thresholds.classify(prob)
-        return _Judged(rows[i], prob, decision, reasons, values[i], moved, bool(sender[i]))
+        return _Judged(rows[i], prob, decision, reasons, values[i], moved, sender_bought[i])
 
     return each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, one)
 

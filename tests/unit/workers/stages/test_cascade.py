@@ -241,7 +241,7 @@ def test_a_rule_moving_an_audit_only_decision_is_not_counted_as_moving_a_verdict
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     moved = ("review", [Reason.of("reports_only", "reports alone never block: review")])
-    monkeypatch.setattr("workers.stages.decide.judge", lambda *_: (moved[0], list(moved[1])))
+    monkeypatch.setattr("workers.stages.decide.judge", lambda _, x, *__: [(moved[0], list(moved[1])) for _ in x])
     posts = posts_of(LONG, LONG)
     before = DECISION_RULES.labels("reports_only")._value.get()
     out, _ = decide(

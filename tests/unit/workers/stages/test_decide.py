@@ -4,13 +4,22 @@ import math
 import numpy as np
 import pytest
 
+from schemas import Decision, Reason
 from tests.unit.fakes import tiny_decision_model
 from training.decision_model import choose_thresholds, evaluate
+from workers.config import CampaignAction
 from workers.model_cards import Thresholds
-from workers.stages.decide import DecisionModel, Unavailable, coordination, judge, top_reasons
+from workers.stages.decide import DecisionModel, FloatArray, Unavailable, coordination, judge, top_reasons
 from workers.state.features import DIRECTIONS, FEATURE_VERSION, FEATURES, ContractMismatch, PostFacts, Profile, assemble
 from workers.state.signals import SIGNALS
 from workers.text.trust import Trust
+
+
+def _judge_one(
+    model: DecisionModel, row: FloatArray, prob: float, contrib: FloatArray, action: CampaignAction
+) -> tuple[Decision, list[Reason]]:
+    """:func:`judge` of a batch of one row."""
+    return judge(model, row[None], np.array([prob]), contrib[None], action)[0]
 
 
 def test_thresholds_meet_their_targets_on_the_data_they_were_chosen_on() -> None:
@@ -104,7 +113,7 @@ def test_reasons_are_the_top_three_contributions() -> None:
     contrib[FEATURES.index("user_spam_posts")] = -1.5
     contrib[FEATURES.index("journey_min_gap_ms")] = 1.0
     contrib[FEATURES.index("ip_posts_24h")] = 0.1
-    reasons = top_reasons(row, contrib)
+    reasons = top_reasons(row[None], contrib[None])[0]
     assert [r.code for r in reasons] == ["text_model", "user_history", "journey"]
     assert "+2.000" in reasons[0].detail
 
@@ -156,11 +165,11 @@ def test_a_verdict_the_campaign_signals_decided_gets_the_campaign_action_and_nam
     model.bias = -3.0  # allow without the campaign's push (-3 -> 0.05), review with it (+1 -> 0.73)
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
     for action in ("review", "block"):
-        decision, reasons = judge(model, row, prob, contrib, action)  # type: ignore[arg-type]
+        decision, reasons = _judge_one(model, row, prob, contrib, action)  # type: ignore[arg-type]
         assert decision == action
         assert reasons[0].code == "campaign" and "campaign_journey_users_1h=31" in reasons[0].detail
     contrib[at] = 0.0  # no push: the model's own decision
-    assert judge(model, row, float(1 / (1 + np.exp(3.0))), contrib, "block")[0] == "allow"
+    assert _judge_one(model, row, float(1 / (1 + np.exp(3.0))), contrib, "block")[0] == "allow"
 
 
 @pytest.mark.parametrize(
@@ -179,7 +188,7 @@ def test_a_harmless_text_cannot_buy_an_allow_for_a_wave_pointing_at_one_domain(s
     model.bias = 0.0  # the rest of the post: undecided (0.5, review)
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
     assert model.thresholds.classify(prob) == "allow"  # 0.2: the text's pull wins
-    decision, reasons = judge(model, row, prob, contrib, "block")
+    decision, reasons = _judge_one(model, row, prob, contrib, "block")
     assert decision == expected
     assert (reasons[0].code == "campaign" and f"{signal}=23" in reasons[0].detail) == (expected == "block")
 
@@ -195,7 +204,7 @@ def test_the_discount_alone_never_blocks_a_post_in_a_wave_below_the_campaign_sha
     model.bias = 7.5  # with the text: -1.5 (0.18, allow); a third of its pull discounted: +1.5 (0.82, block)
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
     assert model.thresholds.classify(prob) == "allow"
-    decision, reasons = judge(model, row, prob, contrib, "block")
+    decision, reasons = _judge_one(model, row, prob, contrib, "block")
     assert decision == "review" and "discounted" in reasons[0].detail
 
 
@@ -209,7 +218,7 @@ def test_a_campaign_signal_that_saw_no_wave_is_no_campaign(value: float) -> None
     row[at], contrib[at] = value, 4.0
     model.bias = -3.0
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
-    decision, reasons = judge(model, row, prob, contrib, "block")
+    decision, reasons = _judge_one(model, row, prob, contrib, "block")
     assert decision == model.thresholds.classify(prob) == "review"
     assert not any("decided it" in r.detail for r in reasons)
 
@@ -256,7 +265,7 @@ def test_the_block_cut_holds_its_precision_for_posts_without_text_scores() -> No
 
 def _judged(model, row, contrib):  # type: ignore[no-untyped-def]
     prob = float(1 / (1 + np.exp(-(model.bias + contrib.sum()))))
-    return model.thresholds.classify(prob), judge(model, row, prob, contrib, "block")
+    return model.thresholds.classify(prob), _judge_one(model, row, prob, contrib, "block")
 
 
 def test_coincidental_copies_in_a_crowd_leave_the_texts_pull_and_a_campaigns_copies_do_not() -> None:
