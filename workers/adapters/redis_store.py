@@ -146,13 +146,20 @@ def apply_calls(
 # sightings; all in one atomic script, so an outage never half-counts a post.
 # On a cluster a post is counted in parts, one per slot its (sharded) keys are in, each part
 # with its own snapshot in that slot (Layout.beside); a gate and the count it gates share a part.
-# Keys are KEYS[i]; ARGV names them by i. ARGV: the users cap, then per post (part): snapshot key,
-# post id, snapshot ttl, the post's time, n, n x (key, previous key, field, member or '', ttl,
-# since or '', gate: the gating count's place in the part or 0), m, m x (key, previous key, field,
-# time, ttl). Values go back as strings: a Lua number would be cut to an integer.
+# Keys are KEYS[i]; ARGV names them by i. ARGV: the users cap; b, then b buckets, each (key,
+# previous key, ttl, since or ''): a batch's posts count into a few dozen, named once; then per post
+# (part): snapshot key, post id, snapshot ttl, the post's time, n, n x (bucket, field, member or '',
+# gate: the gating count's place in the part or 0), m, m x (bucket, field, time). Values go back as
+# strings: a Lua number would be cut to an integer.
 _COUNT_SIGNALS = """
-local cap, out, i = tonumber(ARGV[1]), {}, 2
+local cap, out = tonumber(ARGV[1]), {}
 local function key(at) return KEYS[tonumber(ARGV[at])] end
+local buckets = {}
+for b = 0, tonumber(ARGV[2]) - 1 do
+  local a = 3 + 4 * b
+  buckets[b + 1] = {key(a), key(a + 1), tonumber(ARGV[a + 2]), ARGV[a + 3]}
+end
+local i = 3 + 4 * #buckets
 local expiring = {}  -- each bucket's TTL is set once per batch, not once per post
 local function expire(key, ttl)
   if not expiring[key] then
@@ -172,8 +179,8 @@ end
 while i <= #ARGV do
   local snap, pid, snap_ttl, at, n = key(i), ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   i = i + 5
-  local m = tonumber(ARGV[i + 7 * n])
-  local f = i + 7 * n + 1
+  local m = tonumber(ARGV[i + 4 * n])
+  local f = i + 4 * n + 1
   local stored = redis.call('HGET', snap, pid)
   local seen = {}
   if stored then
@@ -181,9 +188,9 @@ while i <= #ARGV do
   else
     local others = {}
     for j = 0, n - 1 do
-      local a = i + 7 * j
-      local k, prev, field, member, ttl = key(a), key(a + 1), ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
-      local since, gate = ARGV[a + 5], tonumber(ARGV[a + 6])
+      local a = i + 4 * j
+      local k, prev, ttl, since = unpack(buckets[tonumber(ARGV[a])])
+      local field, member, gate = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
       local window = ttl / 2
       local w = 1 - (at % window) / window
       local held = member == ''  -- whether the key holds the post's count now (a gated one may not)
@@ -208,8 +215,9 @@ while i <= #ARGV do
       if held then expire(k, ttl) end
     end
     for j = 0, m - 1 do
-      local k, prev, field, t, ttl = key(f + 5 * j), key(f + 5 * j + 1), ARGV[f + 5 * j + 2],
-        tonumber(ARGV[f + 5 * j + 3]), ARGV[f + 5 * j + 4]
+      local a = f + 3 * j
+      local k, prev, ttl = unpack(buckets[tonumber(ARGV[a])])
+      local field, t = ARGV[a + 1], tonumber(ARGV[a + 2])
       local here, before = tonumber(redis.call('HGET', k, field)), tonumber(redis.call('HGET', prev, field))
       local earliest = t
       if here and here < earliest then earliest = here end
@@ -222,7 +230,7 @@ while i <= #ARGV do
     expire(snap, snap_ttl)
   end
   out[#out + 1] = seen
-  i = f + 5 * m
+  i = f + 3 * m
 end
 return out
 """
@@ -232,6 +240,7 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
     """The script calls of a batch; each part notes its plan's index and the positions (in
     :attr:`SignalPlan.features`) of the values it answers."""
     calls: Calls[tuple[int, list[int]]] = Calls([USERS_CAP])
+    tables: dict[int, _Buckets] = {}
     for i, p in enumerate(plans):
         parts: dict[int, tuple[list[tuple[int, str, Count]], list[tuple[int, str, FirstSeen]]]] = {}
         for at, c in enumerate(p.counts):
@@ -241,21 +250,40 @@ def signal_calls(plans: Sequence[SignalPlan], layout: Layout) -> Calls[tuple[int
             key, group = layout.spread(f.key, f.field)
             parts.setdefault(group, ([], []))[1].append((at, key, f))
         for group, (counts, firsts) in parts.items():
-            call = calls(group)
-            call.args += [call.key(layout.beside(p.snapshot, group)), p.field, p.snapshot_ttl_s, p.created_at]
-            call.args.append(len(counts))
+            call, table = calls(group), tables.setdefault(group, _Buckets())
+            body = table.body
+            body += [call.key(layout.beside(p.snapshot, group)), p.field, p.snapshot_ttl_s, p.created_at]
+            body.append(len(counts))
             place = {at: n for n, (at, _, _) in enumerate(counts, 1)}  # a gate's place in this part
             for _, key, c in counts:
                 # The bucket before lives in the same shard, so in the same group.
                 previous = layout.spread(c.previous, c.shard or c.field)[0] if layout.cluster else c.previous
                 gate = place[c.gate] if c.gate >= 0 else 0
-                call.args += [call.key(key), call.key(previous), c.field, c.member, c.ttl_s, c.since, gate]
-            call.args.append(len(firsts))
+                body += [table.of(key, previous, c.ttl_s, c.since), c.field, c.member, gate]
+            body.append(len(firsts))
             for _, key, f in firsts:
                 previous, _ = layout.spread(f.previous, f.field)  # same field: same shard, same group
-                call.args += [call.key(key), call.key(previous), f.field, f.at, f.ttl_s]
+                body += [table.of(key, previous, f.ttl_s), f.field, f.at]
             call.parts.append((i, [at for at, _, _ in counts] + [at for at, _, _ in firsts]))
+    for group, table in tables.items():
+        call = calls(group)
+        call.args.append(len(table.buckets))
+        for key, previous, ttl, since in table.buckets:
+            call.args += [call.key(key), call.key(previous), ttl, since]
+        call.args += table.body
     return calls
+
+
+@dataclass
+class _Buckets:
+    """One signal call's buckets, each (key, previous key, ttl, since) numbered once, and its posts'
+    args that name them by number: about half the args of each count naming its own."""
+
+    buckets: dict[tuple[str, str, int, str], int] = field(default_factory=dict)
+    body: list[str | int | float] = field(default_factory=list)
+
+    def of(self, key: str, previous: str, ttl_s: int, since: str = "") -> int:
+        return self.buckets.setdefault((key, previous, ttl_s, since), len(self.buckets) + 1)
 
 
 # Each key's HGETALL, as flat field-value lists (EVAL, not EVALSHA: nothing to reload after a flush).
