@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 from workers.clients import DeliveryError, Framing, Sink
@@ -57,11 +58,14 @@ def publish(
     undelivered = deliver(sink, outputs, timeout_s, replace)
 
     now_ms, now = time.time() * 1000, time.monotonic()
-    for o in outcomes:
-        t = token[o.msg.topic, o.msg.partition, o.msg.offset]
-        if t not in dead and t not in undelivered:
-            RECORDS.labels(o.verdict.decision).inc()
-    RECORDS.labels("dead_letter").inc(sum(t not in undelivered for t in dead))
+    delivered = Counter[str](
+        o.verdict.decision
+        for o in outcomes
+        if (t := token[o.msg.topic, o.msg.partition, o.msg.offset]) not in dead and t not in undelivered
+    )
+    delivered["dead_letter"] = sum(t not in undelivered for t in dead)
+    for outcome, n in delivered.items():  # once a label a batch: a labelled inc costs as much as an observe
+        RECORDS.labels(outcome).inc(n)
     for i, m in enumerate(msgs):
         if i in undelivered:
             continue
