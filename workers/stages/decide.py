@@ -342,7 +342,8 @@ def judge(
     # can still carry a positive contribution, and must never turn a review into the campaign action.
     push = np.where(CAMPAIGN_MASK & (x > 0), np.maximum(contrib, 0.0), 0.0)
     reported = np.where(REPORT_MASK & (x > 0), np.maximum(contrib, 0.0), 0.0)
-    without = _decisions(t, raw - push.sum(axis=1))  # each post without any of the wave's evidence
+    # Each post without any of the wave's evidence (before the discount below).
+    without_waves = _decisions(t, raw - push.sum(axis=1))
     share = coordination(x)
     # The text and the journey are the senders' choices: bait, in proportion.
     bait = np.minimum(contrib, 0.0)[:, TEXT_MASK | SENDER_MASK].sum(axis=1)
@@ -354,7 +355,7 @@ def judge(
     columns = zip(
         [t.classify(p) for p in probs.tolist()],  # the model's own
         _decisions(t, raw),  # with the wave's discount
-        without,
+        without_waves,
         share.tolist(),
         (text_score(x) >= SPAM_READING).tolist(),
         _decisions(t, raw - sender_pull(contrib)),  # without the sender's pull
@@ -365,12 +366,12 @@ def judge(
         strict=True,
     )
     out = []
-    for j, (decision, seen, alone, coordinated, spammy, capped, unread, unreported, reports, link) in enumerate(
+    for j, (decision, seen, without_wave, coordinated, spammy, capped, unread, unreported, reports, link) in enumerate(
         columns
     ):
         row, notes = x[j], list[Reason]()
         i = pushed_at[j] if pushed[j] else _COPIES if copied[j] else _JOURNEY
-        if pushed[j] and coordinated >= CAMPAIGN_SHARE and alone != seen:
+        if pushed[j] and coordinated >= CAMPAIGN_SHARE and without_wave != seen:
             seen = campaign_action
             notes.append(
                 Reason.of(
@@ -408,9 +409,9 @@ def judge(
                     f"{FEATURES[i]}={_value(row, i)} ({reported[j, i]:+.3f}): reports alone never block: review",
                 )
             )
-        # Without a link's coordination (share 0) nothing discounted raw, so ``without`` is this post
-        # without its wave's counts.
-        if seen == "block" and coordinated == 0 and not link and pushed[j] and alone != "block":
+        # Without a link's coordination (share 0) nothing discounted raw, so ``without_wave`` is this
+        # post without its wave's counts.
+        if seen == "block" and coordinated == 0 and not link and pushed[j] and without_wave != "block":
             i = pushed_at[j]
             seen = "review"
             notes.append(

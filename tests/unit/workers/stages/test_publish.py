@@ -18,8 +18,10 @@ def sample(name: str, hop: str) -> float:
 
 
 def test_each_delivered_post_is_timed_from_its_produce_to_the_poll_and_from_the_poll_to_delivery() -> None:
-    # Produced a second ago, polled 0.2 s ago: 0.8 s in the broker, 0.2 s in the worker.
-    produced_ms, polled = int((time.time() - 1.0) * 1000), time.monotonic() - 0.2
+    # Produced a second ago, polled 0.2 s ago: 0.8 s in the broker, 0.2 s in the worker (and however
+    # long this test takes to reach the delivery: a loaded host can hold it for tens of ms).
+    start = time.monotonic()
+    produced_ms, polled = int((time.time() - 1.0) * 1000), start - 0.2
     msgs = [InMsg("posts", 0, i, None, b"{}", polled, produced_ms) for i in range(3)]
     before = {(n, h): sample(n, h) for n in ("count", "sum") for h in HOPS}
     publish.publish(
@@ -32,7 +34,8 @@ def test_each_delivered_post_is_timed_from_its_produce_to_the_poll_and_from_the_
     )
     assert [sample("count", h) - before["count", h] for h in HOPS] == [3, 3]
     assert sample("sum", "broker_in") - before["sum", "broker_in"] == pytest.approx(3 * 0.8, abs=0.1)
-    assert sample("sum", "in_worker") - before["sum", "in_worker"] == pytest.approx(3 * 0.2, abs=0.1)
+    took = time.monotonic() - start
+    assert 3 * 0.2 <= sample("sum", "in_worker") - before["sum", "in_worker"] <= 3 * (0.2 + took)
 
 
 def test_each_delivered_record_is_counted_by_its_outcome() -> None:
