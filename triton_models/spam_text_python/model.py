@@ -6,12 +6,17 @@ Used by the embedded local stack, where tritonserver has only the Python backend
 
 Config parameters (``config.pbtxt``):
   intra_op_threads  ONNX Runtime intra-op threads (0 = ORT default)
+  width_multiple    each row runs at its length rounded up to this many tokens (default 4)
 
-Dynamic batching hands ``execute`` several requests at once. They are run as one
-ONNX Runtime call, right-padded to the longest sequence with attention_mask 0
-(what the tokenizer's padding would produce), and split back. Triton's rule is
-kept: exactly one response per request, in order, errors as ``TritonError``
-responses, and nothing raised out of ``execute``.
+Dynamic batching hands ``execute`` several requests at once. Each row runs at its own width,
+its length (the last unmasked token) rounded up to ``width_multiple``, and the rows of one
+width, from every request, run as one ONNX Runtime call. So a row's logits hang on its tokens
+alone, never on the requests it was merged with or how wide the worker padded it: a post read
+again after a crash scores the same bits in any batch, and no row pays for a longer neighbour's
+padding (at half load, rows run at their request's longest cost Triton a fifth more CPU:
+docs/journal/2026-11-29-rows-at-their-own-width.md). Triton's rule is kept: exactly
+one response per request, in order, errors as ``TritonError`` responses, and nothing raised
+out of ``execute``.
 """
 
 from __future__ import annotations
@@ -49,6 +54,27 @@ def _pad_concat(arrays: list[np.ndarray], seq: int) -> np.ndarray:
     return np.concatenate([np.pad(a, ((0, 0), (0, seq - a.shape[1]))) for a in arrays])
 
 
+def _lengths(mask: np.ndarray) -> np.ndarray:
+    """Each row's length up to its last unmasked token (0 for a row with none)."""
+    unmasked = mask != 0
+    return np.where(unmasked.any(axis=1), mask.shape[1] - np.argmax(unmasked[:, ::-1], axis=1), 0)
+
+
+def _infer(session: ort.InferenceSession, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    (logits,) = session.run([OUTPUT], {"input_ids": ids, "attention_mask": mask})
+    return logits
+
+
+def _lone_rows_agree(session: ort.InferenceSession) -> bool:
+    """Whether a row run alone reads the bits it reads among others. ONNX Runtime's CPU kernels
+    compute rows apart, but some take another path for one row (a one-row Gemm, for one)."""
+    ids = np.random.default_rng(0).integers(100, 1000, size=(3, 8), dtype=np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 5:] = 0
+    together = _infer(session, ids, mask)
+    return all(np.array_equal(_infer(session, ids[i : i + 1], mask[i : i + 1])[0], together[i]) for i in range(3))
+
+
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
@@ -65,6 +91,9 @@ class TritonPythonModel:
             sess_options=options,
             providers=["CPUExecutionProvider"],
         )
+        self.multiple = int(_parameter(config, "width_multiple", "4"))
+        # Where a lone row reads other bits, it runs beside a copy of itself, as it would among others.
+        self.pair_lone = not _lone_rows_agree(self.session)
 
     def execute(self, requests: list[Any]) -> list[Any]:
         responses: list[Any] = [None] * len(requests)
@@ -80,14 +109,7 @@ class TritonPythonModel:
 
     def _run(self, batch: list[tuple[int, np.ndarray, np.ndarray]], responses: list[Any]) -> None:
         try:
-            seq = max(ids.shape[1] for _, ids, _ in batch)
-            (logits,) = self.session.run(
-                [OUTPUT],
-                {
-                    "input_ids": _pad_concat([ids for _, ids, _ in batch], seq),
-                    "attention_mask": _pad_concat([mask for _, _, mask in batch], seq),
-                },
-            )
+            logits = self._logits([ids for _, ids, _ in batch], [mask for _, _, mask in batch])
         except Exception as exc:
             for i, _, _ in batch:
                 responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"inference failed: {exc}"))
@@ -96,3 +118,21 @@ class TritonPythonModel:
         for (i, _, _), start, end in zip(batch, offsets[:-1], offsets[1:], strict=True):
             out = pb_utils.Tensor(OUTPUT, np.ascontiguousarray(logits[start:end], dtype=np.float32))
             responses[i] = pb_utils.InferenceResponse(output_tensors=[out])
+
+    def _logits(self, ids: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
+        """The requests' rows, in order, each run at its own width."""
+        m = self.multiple
+        seq = -(-max(a.shape[1] for a in ids) // m) * m  # no row's width rounds up past this
+        all_ids, all_mask = _pad_concat(ids, seq), _pad_concat(masks, seq)
+        widths = np.maximum(-(-_lengths(all_mask) // m), 1) * m
+        logits: np.ndarray | None = None
+        for width in np.unique(widths):
+            rows = np.flatnonzero(widths == width)
+            paired = self.pair_lone and len(rows) == 1
+            run = np.repeat(rows, 2) if paired else rows
+            out = _infer(self.session, all_ids[run, :width], all_mask[run, :width])
+            if logits is None:
+                logits = np.empty((len(widths), *out.shape[1:]), dtype=np.float32)
+            logits[rows] = out[:1] if paired else out
+        assert logits is not None  # every request has a row: Triton refuses empty batches
+        return logits

@@ -60,9 +60,9 @@ def requests(lengths: Sequence[int], sub_batch: int, parallelism: int) -> list[r
     mean length. Fixed sizes cut through runs of equal lengths: over the bench's post texts,
     512-text batches in requests of 16 pad 2.6%, these pad 1.4% in requests of 14.8 on average.
     A request is counted because a smaller one costs more per text on some CPUs (docs/PERFORMANCE.md).
-    A batch too small to give each model instance full requests is split evenly instead. (Cut at its
-    jumps it cost a fifth less model CPU at half load, but a text's width, and with it its score's
-    last bits, then hung on how a redelivered batch was polled: docs/journal/2026-11-29-requests-cut-at-jumps.md.)"""
+    A batch too small to give each model instance full requests is split evenly instead. With a native
+    backend (TensorRT, ONNX Runtime) a row runs at its request's width, and its score's last bits with
+    it; the embedded stack's Python model runs each row at its own (triton_models/spam_text_python)."""
     n = len(lengths)
     if n < sub_batch * parallelism:
         return split(n, sub_batch, parallelism)
