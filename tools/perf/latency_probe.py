@@ -3,7 +3,8 @@ share (``modstream.harness.bench.HOPS``).
 
 Usage: ``python tools/perf/latency_probe.py [--bundle DIR] RATE SECONDS [setting=value ...]``: posts at
 RATE a second for SECONDS through a worker with the shipped settings and the given overrides, on the
-default bundle or DIR's; prints the end-to-end p50 and p99 and each hop's. Working files go to
+default bundle or DIR's; prints the end-to-end p50 and p99 and each hop's. The posts are the bench's:
+spread over a steady pipeline run's (the model-only rate's 20 s). Working files go to
 ``out/latency-probe``.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from modstream.harness.bench import KafkaBench, build_posts, percentile_ms, percentiles, repeated
+from modstream.harness.bench import Probe, evenly, percentile_ms, percentiles
 from modstream.harness.bench_cascade import first_stage_share
 from modstream.serving.artifacts import Models, ensure_models
 from modstream.serving.triton_repo import build_repo
@@ -32,11 +33,10 @@ out.mkdir(parents=True, exist_ok=True)
 repo = build_repo("cpu-embedded", models.text, out / "triton_repo")
 stack = LocalStack(out / "stack", repo, console=console)
 with stack as ep:
-    kb = KafkaBench(ep, stack, models, out)
-    records = build_posts(2000, 7, ep.redis_url)
+    probe = Probe.on(models, ep, stack, out)
     # Twice: the first run also warms Triton (each new input shape's first run is slow), the second is the figure.
     for run in ("warm-up", "measured"):
-        phase = kb.run(repeated(records, int(rate * seconds), f"lat-{run}"), rate=rate, **overrides)
+        phase = probe.kb.run(evenly(probe.steady, int(rate * seconds), f"lat-{run}"), rate=rate, **overrides)
         e2e = {f"p{q}_ms": percentile_ms(phase, q) for q in (50, 99)}
         cpu = {k: round(v / (rate * seconds) * 1e3, 3) for k, v in phase.cpu_s.items()}
         share = round(first_stage_share(phase.verdicts), 3)

@@ -1,12 +1,14 @@
-"""The bench's worker process gets every setting, secrets and overrides included."""
+"""The bench's worker process gets every setting, secrets and overrides included; its runs' posts."""
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
-from modstream.harness.bench import BenchDetails, Phase, median_pair, paired, worker_env
+from modstream.harness.bench import BenchDetails, Phase, evenly, median_pair, paired, worker_env
+from modstream.harness.traffic import Record
 from workers.config import Settings
 
 
@@ -50,3 +52,20 @@ def test_each_run_is_compared_with_the_ceiling_measured_around_it() -> None:
     assert [round(p.ratio, 3) for p in pairs] == [0.771, 0.85, 0.848]
     assert median_pair(pairs).phase.rate == 390.0  # the median ratio is a real run's
     assert pairs[1].to_json() == {"posts_per_s": 340.0, "model_only_posts_per_s": 400.0, "ratio": 0.85}
+
+
+def test_the_latency_posts_mix_the_pipelines_texts_as_its_run_does() -> None:
+    """Half the pipeline's rate is half load only on its own posts: a latency run takes them evenly,
+    not the first ones (held-out texts, which the first stage leaves to the transformer more often)."""
+    run = [Record(f"p{i}", json.dumps({"post_id": f"p{i}", "text": f"text {i}"}).encode(), 0) for i in range(10)]
+
+    def texts(records: list[Record]) -> list[str]:
+        return [json.loads(r.value)["text"] for r in records]
+
+    spread = evenly(run, 4, "lat-")
+    again = evenly(run, 25, "lat-")
+
+    assert texts(spread) == ["text 0", "text 2", "text 5", "text 7"]
+    assert len({r.key for r in spread}) == 4 and all(r.key.startswith("lat-") for r in spread)
+    assert texts(again) == texts(run) * 2 + texts(run[:5])
+    assert len({r.key for r in again}) == 25
