@@ -44,7 +44,7 @@ def _get_input(request: dict[str, Tensor], name: str) -> Tensor | None:
 
 
 @pytest.fixture
-def model(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def model(version_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     utils = ModuleType("triton_python_backend_utils")
     utils.Tensor = Tensor  # type: ignore[attr-defined]
     utils.TritonError = TritonError  # type: ignore[attr-defined]
@@ -58,13 +58,13 @@ def model(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     instance = module.TritonPythonModel()
     config = {"parameters": {"intra_op_threads": {"string_value": "1"}}}
     instance.initialize(
-        {"model_config": json.dumps(config), "model_repository": str(tiny_model_dir.parent), "model_version": "x"}
+        {"model_config": json.dumps(config), "model_repository": str(version_dir.parent), "model_version": "x"}
     )
     return instance
 
 
 @pytest.fixture
-def tiny_model_dir(tiny_model_dir: Path, tmp_path: Path) -> Path:
+def version_dir(tiny_model_dir: Path, tmp_path: Path) -> Path:
     """The tiny model as a version directory, ``<repo>/x/model.onnx``."""
     version = tmp_path / "repo" / "x"
     version.mkdir(parents=True)
