@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -60,7 +61,7 @@ from rich.console import Console
 from modstream.harness.bench_cascade import MIXES, REAL, MixResult, first_stage_share, run_mix
 from modstream.harness.bench_cascade import plot as cascade_plot
 from modstream.harness.bench_signals import SignalCost, signal_cost
-from modstream.harness.demo import seed_redis
+from modstream.harness.demo import clear_redis, seed_redis
 from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.promotion import TextServing, promote
 from modstream.serving.artifacts import Models, ensure_models
@@ -70,7 +71,7 @@ from schemas import Verdict
 from training.corpora.labelled import Example
 from training.corpora.posts import post_splits
 from training.corpora.spamassassin import load_spamassassin
-from training.simulator import Simulator
+from training.simulator import Simulator, World
 from workers.adapters.triton import TritonControl, TritonTextModel
 from workers.config import Settings, cache_root
 from workers.model_cards import TextModelCard
@@ -94,7 +95,7 @@ LATENCY_S = 15.0  # each paced latency run
 # rate on one machine (docs/journal/2026-11-29-requests-cut-at-jumps.md).
 LATENCY_RUNS = 3
 NAIVE_MODEL = "spam_text_naive"
-REDIS_PREFIX = "modstream-bench:"  # the keys the bench seeds and its workers read
+REDIS_PREFIX = "modstream-bench:"  # the keys the bench seeds and its workers read; a run's own below it
 
 
 CpuSeconds = dict[str, float]  # service -> CPU seconds spent during a phase
@@ -457,8 +458,15 @@ class HotSwap:
 
 
 class KafkaBench:
-    def __init__(self, ep: Endpoints, stack: LocalStack, models: Models, work: Path) -> None:
-        self.ep, self.stack, self.models, self.work = ep, stack, models, work
+    """Runs of a worker on the stack. With a ``world`` (the simulated platform the posts were made
+    in), each run reads it from a keyspace of its own, seeded before and cleared after: a run counts
+    its own stream's signals, as a platform's new posts would, not the copies of the same texts every
+    earlier run posted (by the latency phase each had been posted five times, and the short-circuit
+    phase's world had replaced the senders' profiles). Without one, every run reads REDIS_PREFIX,
+    which the caller fills (gpu_host restores a dump there)."""
+
+    def __init__(self, ep: Endpoints, stack: LocalStack, models: Models, work: Path, world: World | None) -> None:
+        self.ep, self.stack, self.models, self.work, self.world = ep, stack, models, work, world
         self.n = 0
         self.during_s: float | None = None  # what the last run's ``during`` returned
 
@@ -470,7 +478,7 @@ class KafkaBench:
             "redis_url": self.ep.redis_url,
             "triton_url": self.ep.triton_grpc,
             "model_dir": self.models.bundle,
-            "redis_prefix": REDIS_PREFIX,
+            "redis_prefix": f"{REDIS_PREFIX}{run}:" if self.world else REDIS_PREFIX,
             "group_id": run,
             "input_topic": f"posts-{run}",
             "output_topic": f"verdicts-{run}",
@@ -498,13 +506,20 @@ class KafkaBench:
         during: Callable[[], float] | None = None,
         at_s: float = 0.0,
         workers: int = 1,
+        world: World | None = None,
         **overrides: object,
     ) -> Phase:
         """Throughput runs (``rate`` None) time each output by its producer timestamp and read
         them with a lazy consumer; paced runs time outputs by when they are read. ``during`` is
         called ``at_s`` after the timed records start (a promotion mid-run). ``workers`` processes
-        share the input topic's partitions in one group (a GPU host's, docs/PERFORMANCE.md)."""
+        share the input topic's partitions in one group (a GPU host's, docs/PERFORMANCE.md). ``world``:
+        the records' platform where it is not the bench's; a ``redis_prefix`` override, one the
+        caller seeded (bench_cascade's)."""
         s = self.settings(**overrides)
+        world = world or self.world
+        own = Keyspace(s.redis_prefix) if world is not None and "redis_prefix" not in overrides else None
+        if own is not None and world is not None:
+            seed_redis(self.ep.redis_url, own, world)
         partitions = max(4, workers)
         shadow = {s.shadow_topic: partitions} if s.shadow_model_dir else {}
         create_topics(
@@ -531,6 +546,8 @@ class KafkaBench:
                 after = self._cpu(pids)
         finally:
             collector.close()
+            if own is not None:
+                clear_redis(self.ep.redis_url, own)
         out = collector.outcomes
         verdicts = out.verdicts
         keys = [r.key for r in records]
@@ -564,11 +581,12 @@ def post_texts() -> list[Example]:
     return [*splits.test, *splits.val, *splits.train]
 
 
-def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list[Record]:
-    """Held-out post-length texts (each post its own text when possible) in simulated platform context."""
+def build_posts(n: int, seed: int, banned: bool = False) -> tuple[list[Record], World]:
+    """Held-out post-length texts (each post its own text when possible) in simulated platform
+    context, and that platform as the posts found it (for Redis)."""
     texts = post_texts()
     sim = Simulator(seed, now=time.time(), scale=max(n // 4, 200))
-    seed_redis(redis_url, Keyspace(REDIS_PREFIX), sim.world)
+    world = copy.deepcopy(sim.world)
     domains = sorted(sim.world.banned_domains)
     records = []
     for i in range(n):
@@ -576,7 +594,7 @@ def build_posts(n: int, seed: int, redis_url: str, banned: bool = False) -> list
         if banned:
             event = event.model_copy(update={"urls": [f"https://x{i}.{domains[i % len(domains)]}/p"], "text": "hi"})
         records.append(Record(event.post_id, event.model_dump_json().encode(), None))
-    return records
+    return records, world
 
 
 def plots(result: BenchResult, sweep: dict[str, dict[int, float]], latencies: list[float], out: Path) -> None:
@@ -654,12 +672,12 @@ class Probe:
     @classmethod
     def on(cls, models: Models, ep: Endpoints, stack: LocalStack, out: Path) -> Probe:
         max_len = TextModelCard.load(models.text).max_length
-        pool = build_posts(len(post_texts()), 7, ep.redis_url)
+        pool, world = build_posts(len(post_texts()), 7)
         texts = [json.loads(r.value)["text"] for r in pool[:2000]]
         layout, batch, rate = best(model_only(models, texts, max_len, None, ((2, 1),), (16, 32)))
         steady = pool[: int(rate * STEADY_S)]
         ceiling = Ceiling(models, [json.loads(r.value)["text"] for r in steady], max_len, layout, batch)
-        return cls(KafkaBench(ep, stack, models, out), steady, ceiling, rate)
+        return cls(KafkaBench(ep, stack, models, out, world), steady, ceiling, rate)
 
 
 def run_bench(
@@ -690,7 +708,7 @@ def run_bench(
         naive_model = NAIVE_MODEL
     stack = LocalStack(out / "stack", repo, console=console)
     with stack as ep:
-        pool = build_posts(max(posts, len(post_texts())), 7, ep.redis_url)  # one text each, up to the corpus
+        pool, world = build_posts(max(posts, len(post_texts())), 7)  # one text each, up to the corpus
         records = pool[:posts]
         texts = [json.loads(r.value)["text"] for r in records]
         with step("1/9 model only: layout and batch-size sweep"):
@@ -718,7 +736,7 @@ def run_bench(
                 rate = triton_only(ep, models, texts, max_len, inflight, defaults.triton_sub_batch)
                 d.triton_in_flight[inflight] = round(rate, 1)
         result.triton_posts_per_s = d.triton_in_flight[defaults.triton_max_in_flight]
-        kb = KafkaBench(ep, stack, models, out)
+        kb = KafkaBench(ep, stack, models, out, world)
         steady_records = pool[: max(posts, int(ceiling * steady_s))]
         steady = partial(relabel, steady_records)
         d.steady_run_posts = len(steady_records)
@@ -743,8 +761,8 @@ def run_bench(
         result.naive_posts_per_s = round(naive.rate, 1)
         d.naive_int8_posts_per_s = round(naive_int8.rate, 1)
         with step("5/9 short-circuit path"):
-            banned = build_posts(posts * 5, 8, ep.redis_url, banned=True)
-            sc = kb.run(banned, batch_max_size=1000)
+            banned, banned_world = build_posts(posts * 5, 8, banned=True)
+            sc = kb.run(banned, batch_max_size=1000, world=banned_world)
         result.short_circuit_posts_per_s = round(sc.rate, 1)
         d.short_circuit_cpu_s = sc.cpu_s
         load = 0.5 * pipe.rate

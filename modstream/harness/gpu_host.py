@@ -50,11 +50,13 @@ from modstream.harness.bench import (
     repeated,
 )
 from modstream.harness.bench_cascade import first_stage_share
+from modstream.harness.demo import seed_redis
 from modstream.harness.traffic import Record
 from modstream.serving.artifacts import Models
 from modstream.stack.local import LocalStack, free_port
 from modstream.stack.redis_cluster import LocalRedisCluster
 from workers.config import Settings, default_model_dir
+from workers.state.keyspace import Keyspace
 from workers.text.ngram import NGRAM_FILE
 from workers.text.normalise import NORMALISER_VERSION
 
@@ -71,7 +73,8 @@ def prepare(bundle: Path, out: Path, console: Console) -> None:
     heavy = shutil.ignore_patterns("*.onnx", "*.safetensors", "*.plan", "*.bin", "*.pt", "*.png")
     shutil.copytree(bundle.resolve(), out / "bundle", ignore=heavy, dirs_exist_ok=True)
     with LocalStack(out / "stack", None, console=console) as ep:
-        records = build_posts(len(post_texts()), 7, ep.redis_url)
+        records, world = build_posts(len(post_texts()), 7)
+        seed_redis(ep.redis_url, Keyspace(REDIS_PREFIX), world)
         client = redis.Redis.from_url(ep.redis_url)
         state = [
             [base64.b64encode(key).decode(), int(client.pttl(key)), base64.b64encode(client.dump(key)).decode()]  # type: ignore[arg-type]
@@ -257,7 +260,7 @@ def run(
         standin = start_standin(options.python, models.text, options.device, out)
         result["weights"] = json.loads(standin.stats.read_text())["weights"]
         try:
-            kb = KafkaBench(ep, stack, models, out)
+            kb = KafkaBench(ep, stack, models, out, None)  # the restored state, under REDIS_PREFIX
             per_worker = first_posts / RUN_S
             for n in workers:
                 posts = max(first_posts, int(per_worker * n * RUN_S))

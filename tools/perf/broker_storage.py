@@ -17,6 +17,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -68,7 +70,10 @@ def concurrent(bootstrap: str, producers: int = 3, each: int = 500) -> int:
     return len(seen)
 
 
-def run(storage: str, work: Path) -> dict[str, float]:
+@contextmanager
+def broker(storage: str, work: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """One Tansu broker on ``storage`` ("memory", or "disk": s3:// on the project's S3 server in
+    ``work``): its bootstrap, and its processes (the broker first) for their CPU."""
     kafka, s3 = free_ports(2)
     procs, env = [], dict(os.environ)
     if storage == "disk":
@@ -82,9 +87,17 @@ def run(storage: str, work: Path) -> dict[str, float]:
     procs.insert(0, subprocess.Popen(
         [str(paths.tansu_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url,
          "--storage-engine", engine], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-    wait_port(kafka)
-    bootstrap = f"{HOST}:{kafka}"
     try:
+        wait_port(kafka)
+        yield f"{HOST}:{kafka}", procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def run(storage: str, work: Path) -> dict[str, float]:
+    with broker(storage, work) as (bootstrap, procs):
         create_topics(bootstrap, {"posts": 2})
         before = [cpu_s(p.pid) for p in procs]
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -111,10 +124,6 @@ def run(storage: str, work: Path) -> dict[str, float]:
             "s3_us": sum(used[1:]) / MESSAGES * 1e6,
             "concurrent": concurrent(bootstrap),
         }
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """The worker's own steps, offline: CPU µs a post of each, on the bench's posts
 (docs/journal/2026-11-27-performance-rounds.md, ninth round).
 
-Usage: ``python tools/perf/worker_stages.py BUNDLE [BATCH]``, with a Redis on 127.0.0.1:6379 (database 15
-seeds the bench's simulated platform). No stack: the signals are counted in memory, the text
-scores are fixed, and the garbage collector runs as the worker runs it (models frozen out of its
-sight, the worker's thresholds). Each step runs over 4,096 posts in batches of BATCH (256).
+Usage: ``python tools/perf/worker_stages.py BUNDLE [BATCH]``. No stack, no Redis: the signals are
+counted in memory, the text scores are fixed, and the garbage collector runs as the worker runs it
+(models frozen out of its sight, the worker's thresholds). Each step runs over 4,096 posts in batches of BATCH (256).
 """
 
 import gc
@@ -29,7 +28,7 @@ from workers.text.ngram import NgramModel
 from workers.text.normalise import normalise
 
 bundle, size = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 256
-records = build_posts(4096, 7, "redis://127.0.0.1:6379/15")
+records, _ = build_posts(4096, 7)
 msgs = [InMsg("posts", 0, i, None, r.value, time.monotonic()) for i, r in enumerate(records)]
 card = TextModelCard.load(bundle / "text")
 encoder = TextEncoder(bundle / "text" / "tokenizer.json", card.max_length)

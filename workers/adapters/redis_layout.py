@@ -61,7 +61,7 @@ class _HiredisPacking(AbstractConnection):
     script (about 30,000 arguments) took 46 µs a post to pack, hiredis 9 (docs/PERFORMANCE.md).
     A cluster's calls are one per slot group, far shorter, and keep redis-py's own packing."""
 
-    _serializer = HiredisRespSerializer()
+    _serializer = HiredisRespSerializer()  # type: ignore[no-untyped-call,unused-ignore]  # untyped from redis 8.2
 
     def pack_command(self, *args: Any) -> list[bytes]:
         packed: list[bytes] = self._serializer.pack(*args)
