@@ -61,7 +61,7 @@ from rich.console import Console
 from modstream.harness.bench_cascade import MIXES, REAL, MixResult, first_stage_share, run_mix
 from modstream.harness.bench_cascade import plot as cascade_plot
 from modstream.harness.bench_signals import SignalCost, signal_cost
-from modstream.harness.demo import clear_redis, seed_redis
+from modstream.harness.demo import seeded
 from modstream.harness.traffic import Collector, Record, produce_all
 from modstream.loop.promotion import TextServing, promote
 from modstream.serving.artifacts import Models, ensure_models
@@ -478,7 +478,7 @@ class KafkaBench:
             "redis_url": self.ep.redis_url,
             "triton_url": self.ep.triton_grpc,
             "model_dir": self.models.bundle,
-            "redis_prefix": f"{REDIS_PREFIX}{run}:" if self.world else REDIS_PREFIX,
+            "redis_prefix": REDIS_PREFIX,
             "group_id": run,
             "input_topic": f"posts-{run}",
             "output_topic": f"verdicts-{run}",
@@ -515,11 +515,10 @@ class KafkaBench:
         share the input topic's partitions in one group (a GPU host's, docs/PERFORMANCE.md). ``world``:
         the records' platform where it is not the bench's; a ``redis_prefix`` override, one the
         caller seeded (bench_cascade's)."""
+        own = None if "redis_prefix" in overrides else world or self.world  # seeded here, for this run alone
         s = self.settings(**overrides)
-        world = world or self.world
-        own = Keyspace(s.redis_prefix) if world is not None and "redis_prefix" not in overrides else None
-        if own is not None and world is not None:
-            seed_redis(self.ep.redis_url, own, world)
+        if own is not None:
+            s = s.model_copy(update={"redis_prefix": f"{REDIS_PREFIX}{s.group_id}:"})
         partitions = max(4, workers)
         shadow = {s.shadow_topic: partitions} if s.shadow_model_dir else {}
         create_topics(
@@ -529,6 +528,8 @@ class KafkaBench:
         log = self.work / "worker.log"
         try:
             with contextlib.ExitStack() as running:
+                if own is not None:
+                    running.enter_context(seeded(self.ep.redis_url, Keyspace(s.redis_prefix), own))
                 pids = [running.enter_context(worker_process(s, log)).pid for _ in range(workers)]
                 producer = Producer(s.producer_conf())  # warmed up with the workers, then timed
                 # Twice with several workers: the group's last rebalance is over before the timed records.
@@ -546,8 +547,6 @@ class KafkaBench:
                 after = self._cpu(pids)
         finally:
             collector.close()
-            if own is not None:
-                clear_redis(self.ep.redis_url, own)
         out = collector.outcomes
         verdicts = out.verdicts
         keys = [r.key for r in records]

@@ -12,8 +12,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,6 +89,16 @@ def clear_redis(url: str, ks: Keyspace) -> None:
     client = redis.Redis.from_url(url, socket_timeout=10)
     for batch in _chunks(list(client.scan_iter(match=ks.prefix + "*", count=1000)), 1000):
         client.delete(*batch)
+
+
+@contextmanager
+def seeded(url: str, ks: Keyspace, world: World) -> Iterator[None]:
+    """``world`` in Redis under ``ks`` while the block runs, cleared after however it ends."""
+    try:
+        seed_redis(url, ks, world)
+        yield
+    finally:
+        clear_redis(url, ks)
 
 
 def _chunks(items: list[bytes], n: int) -> list[list[bytes]]:
