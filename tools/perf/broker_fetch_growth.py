@@ -22,7 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from broker_storage import broker, cpu_s
+from broker_storage import STORAGES, broker, cpu_s
 from confluent_kafka import Consumer, Producer
 
 from modstream.stack.local import create_topics
@@ -78,6 +78,8 @@ def main() -> None:
     rate = float(sys.argv[1]) if len(sys.argv) > 1 else 580.0
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
     storage = sys.argv[3] if len(sys.argv) > 3 else "memory"
+    if storage not in STORAGES:
+        sys.exit(f"STORAGE must be one of {', '.join(STORAGES)}, not {storage!r}")
     out = Path(sys.argv[4]) if len(sys.argv) > 4 else Path()
     runs = {label: phase(rate, seconds, storage, reader) for label, reader in READERS.items()}
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -27,6 +27,7 @@ from modstream.stack import paths
 from modstream.stack.local import HOST, S3_BUCKET, create_topics, free_ports, s3_env
 
 MESSAGES = 20_000
+STORAGES = ("memory", "disk")  # memory://, and s3:// on the project's S3 server
 
 
 def cpu_s(pid: int) -> float:
@@ -127,7 +128,7 @@ def run(storage: str, work: Path) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    for storage in ("memory", "disk", "memory", "disk"):
+    for storage in STORAGES * 2:
         with tempfile.TemporaryDirectory() as tmp:
             r = run(storage, Path(tmp))
         print(f"{storage:>6}: {r['read']:.0f} read; CPU a message: broker {r['broker_us']:.1f} µs, "
