@@ -18,7 +18,7 @@ import numpy as np
 
 from schemas import Decision, Reason, ReasonCode, Verdict
 from workers.config import DEFAULT_CAMPAIGN_ACTION, CampaignAction
-from workers.stages.decide import FIRST_STAGE, DecisionModel, FloatArray, bought, is_sure, judge, sender_pull
+from workers.stages.decide import FIRST_STAGE, DecisionModel, FloatArray, is_sure, judge, unsure_allow
 from workers.state.features import FEATURE_VERSION, FEATURES
 
 _TEXT = FEATURES.index("text_spam_prob")
@@ -92,10 +92,10 @@ def _first_stage(
     blind = matrix.copy()
     blind[:, _TEXT] = math.nan
     probs, contribs = first.predict(blind)
-    sender = bought(first.thresholds, probs, sender_pull(contribs))
+    unsure = unsure_allow(first.thresholds, probs, contribs, blind)
     judged = judge(first, blind, probs, contribs, campaign_action)
     out = {}
     for i, (p, (decision, reasons)) in enumerate(zip(probs.tolist(), judged, strict=True)):
-        if is_sure(first, p, decision, bool(sender[i])):
+        if is_sure(first, p, decision, bool(unsure[i])):
             out[i] = (p, decision, reasons)
     return out

@@ -70,6 +70,7 @@ from workers.stages.decide import (
     reads_spam,
     sender_pull,
     text_reading,
+    unknown_sender,
 )
 from workers.state.features import FEATURES, MONOTONE
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
@@ -236,8 +237,9 @@ def decisions_at(p: FloatArray, cut: Cut) -> list[str]:
 
 class Held(NamedTuple):
     """Per row, whether a rule never allows it (:func:`never_allowed`): as the full model reads the
-    row, and as the first stage does (without the transformer's score); and whether a text model's
-    confirmed spam reading blocks it where the full model's score is in review (decide's ``confirmed``)."""
+    row, and as the first stage does (without the transformer's score, nor a sender nothing is known
+    of: decide's ``unsure_allow``); and whether a text model's confirmed spam reading blocks it where
+    the full model's score is in review (decide's ``confirmed``)."""
 
     full: npt.NDArray[np.bool_]
     first: npt.NDArray[np.bool_]
@@ -245,7 +247,7 @@ class Held(NamedTuple):
 
     @classmethod
     def of(cls, x: FloatArray, spam_reading: float, confirmed: float = math.inf) -> Held:
-        first = never_allowed(without_transformer(x), spam_reading)
+        first = never_allowed(without_transformer(x), spam_reading) | unknown_sender(x)
         return cls(never_allowed(x, spam_reading), first, reads_spam(x, confirmed))
 
 

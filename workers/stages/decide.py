@@ -38,6 +38,7 @@ from workers.state.features import (
     assemble,
     check_contract,
 )
+from workers.state.signals import SIGNALS
 from workers.text.trust import SPAM_READING, TRUST_EVERYWHERE, Trust
 from workers.text.urls import POPULAR
 
@@ -203,6 +204,22 @@ def bought(t: Thresholds, prob: FloatArray, pull: FloatArray) -> npt.NDArray[np.
     with np.errstate(divide="ignore"):  # a cut or score of 0 or 1 is an infinite raw score
         raw, cut = logit(prob), logit(t.allow)
     return np.asarray((raw < cut) & (raw - pull >= cut))
+
+
+def unknown_sender(x: FloatArray) -> npt.NDArray[np.bool_]:
+    """Per row, whether the platform has no profile of its sender (a first day's accounts, or Redis
+    away): only the stream's counts of its posts, which say nothing of who it is."""
+    return np.asarray(np.isnan(x[..., _SENDER_PROFILE]).all(axis=-1))
+
+
+def unsure_allow(t: Thresholds, prob: FloatArray, contrib: FloatArray, x: FloatArray) -> npt.NDArray[np.bool_]:
+    """Per row of ``x``, whether a first stage (cuts ``t``; its score ``prob`` and contributions
+    ``contrib``) may not allow it, whatever its cut: the allow rests on what the sender reports of
+    itself (:func:`bought`), or nothing is known of the sender (:func:`unknown_sender`). There the text
+    decides, and the first stage reads no transformer: on the validation texts as a first day's posts,
+    the default bundle's allowed 2 spams that the transformer's reading sends to review
+    (docs/journal/2026-12-08-first-day-posts-ask-the-transformer.md)."""
+    return np.asarray(bought(t, prob, sender_pull(contrib)) | unknown_sender(x))
 
 
 def _value(row: FloatArray, i: int) -> str:
@@ -444,6 +461,8 @@ TEXT_MASK = np.array([f in ("text_spam_prob", "text_ngram_spam_prob") for f in F
 SENDER_MASK = np.array([f.startswith("journey_") for f in FEATURES])
 # Users' reports; moderators' labels and bans are other features and rules.
 REPORT_MASK = np.array([f.endswith("_reports") for f in FEATURES])
+# The platform's profile of the sender (workers/profiles), not the stream's counts of its posts.
+_SENDER_PROFILE = np.array([f.startswith("user_") and f not in SIGNALS for f in FEATURES])
 ESTABLISHED_DAYS = 7  # days the stream saw a domain on, in 30
 ESTABLISHED_AGE_DAYS = 365  # the platform's domain profile: known this long
 _TEXT_SCORES = (FEATURES.index("text_spam_prob"), FEATURES.index("text_ngram_spam_prob"))
@@ -509,7 +528,7 @@ class _Judged:
     reasons: list[Reason]
     values: list[float | None]  # the feature row, missing as None
     moved: bool  # a rule moved the decision from the model's own (judge puts its reason first)
-    bought: bool  # its allow rests on the sender's pull (:func:`bought`)
+    unsure_allow: bool  # a first stage may not allow it (:func:`unsure_allow`)
 
 
 def _rows(
@@ -541,18 +560,18 @@ def _judge_rows(
         return [], []
     matrix = np.array([r.features for r in rows], dtype=np.float64)
     probs, contribs = model.predict(matrix)
-    sender = bought(model.thresholds, probs, sender_pull(contribs))
+    unsure = unsure_allow(model.thresholds, probs, contribs, matrix)
     nullable = matrix.astype(object)  # missing as null, for the whole batch at once
     nullable[np.isnan(matrix)] = None
     values = nullable.tolist()
 
     judged = judge(model, matrix, probs, contribs, campaign_action)
-    scores, sender_bought = probs.tolist(), sender.tolist()
+    scores, unsure_allows = probs.tolist(), unsure.tolist()
 
     def one(i: int) -> _Judged:
         prob, (decision, reasons) = scores[i], judged[i]
         moved = decision != model.thresholds.classify(prob)
-        return _Judged(rows[i], prob, decision, reasons, values[i], moved, sender_bought[i])
+        return _Judged(rows[i], prob, decision, reasons, values[i], moved, unsure_allows[i])
 
     return each(STAGE, range(len(rows)), lambda i: rows[i].post.msg, one)
 
@@ -610,13 +629,13 @@ def decide(
     return outcomes, failures + unjudged + unverdicted
 
 
-def is_sure(first: DecisionModel, prob: float, decision: Decision, sender_bought: bool) -> bool:
-    """Whether the first stage decides a post: past one of its cuts, no rule moved it there, and its
-    allow does not rest on what the sender reports of itself (``sender_bought``: :func:`bought`). The
-    first stage reads no transformer score; where the transformer reads the text as spam, the journey
-    may not allow it (:func:`judge`), so a scripted human pace must not buy skipping the transformer
-    either."""
-    return decision != "review" and decision == first.thresholds.classify(prob) and not sender_bought
+def is_sure(first: DecisionModel, prob: float, decision: Decision, unsure: bool) -> bool:
+    """Whether the first stage decides a post: past one of its cuts, no rule moved it there, and, for
+    an allow, not one it may not make (``unsure``: :func:`unsure_allow`). The first stage reads
+    no transformer score; where the transformer reads the text as spam, the journey may not allow it
+    (:func:`judge`), so a scripted human pace must not buy skipping the transformer either, nor may an
+    account nothing is known of, whose post only its text can judge."""
+    return decision != "review" and decision == first.thresholds.classify(prob) and not (unsure and decision == "allow")
 
 
 class FirstStage(NamedTuple):
@@ -653,7 +672,7 @@ def first_stage(
         return FirstStage([], [], list(range(len(posts))), [])
     rows, failures = _rows(posts, profiles, [None] * len(posts), ngram_probs, languages)
     judged, unjudged = _judge_rows(rows, first, campaign_action)
-    sure = [j for j in judged if is_sure(first, j.prob, j.decision, j.bought)]
+    sure = [j for j in judged if is_sure(first, j.prob, j.decision, j.unsure_allow)]
     later = sorted({j.row.at for j in judged} - {j.row.at for j in sure})
     outcomes = [_outcome(j, {FIRST_STAGE: j.prob}, model_versions, unavailable) for j in sure]
     audit = [j.row.at for j in sure if audited(j.row.post, audit_share)]

@@ -1,10 +1,9 @@
 """The bench's cascade phase: its mixes and its judgement of the same labelled posts."""
 
 from modstream.harness.bench_cascade import Judgement, decided_in_full, mix_texts
-from tests.unit.workers.stages.test_cascade import LONG, MIDDLE, SHORT, cascade_model, posts_of
+from tests.unit.workers.stages.test_cascade import KNOWN, LONG, MIDDLE, SHORT, cascade_model, posts_of
 from training.corpora.labelled import Example
 from workers.stages.decide import Unavailable, audit, decide, first_stage
-from workers.state.features import Profile
 
 
 def corpus() -> list[Example]:
@@ -31,9 +30,9 @@ def test_the_judgement_counts_blocks_ham_blocked_spam_allowed_and_review() -> No
 def test_the_full_models_decision_on_the_same_rows_puts_the_audited_score_back() -> None:
     model = cascade_model()
     posts = posts_of(SHORT, MIDDLE, LONG)
-    first = first_stage(posts, [Profile()] * 3, model.first, {}, Unavailable(), audit_share=1.0)
+    first = first_stage(posts, [KNOWN] * 3, model.first, {}, Unavailable(), audit_share=1.0)
     scores = [0.99] * 3  # the transformer calls every text spam
-    full, _ = decide(posts, [Profile()] * 3, scores, model, {}, Unavailable())
+    full, _ = decide(posts, [KNOWN] * 3, scores, model, {}, Unavailable())
     published = audit(first.outcomes, full) + [o for o in full if o.msg.offset in first.later]
     verdicts = {o.verdict.post_id: o.verdict for o in published}
     again = decided_in_full(verdicts, model)

@@ -44,6 +44,7 @@ from workers.state.features import FEATURES
 
 TEXT = FEATURES.index("text_spam_prob")
 USER_REPORTS = FEATURES.index("user_reports")
+USER_AGE, USER_DISPOSABLE = FEATURES.index("user_age_days"), FEATURES.index("user_email_disposable")
 NGRAM = FEATURES.index("text_ngram_spam_prob")
 GAP = FEATURES.index("journey_min_gap_ms")
 
@@ -147,6 +148,17 @@ def test_the_gate_leaves_a_first_stage_allow_the_senders_pace_bought_to_the_full
     first = FirstView(p1, Thresholds(block=0.95, allow=0.05), np.array([-3.0, -0.5]))  # logit 0.01 = -4.6
     score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), first, Held.of(rows([0.2] * 2, [0.2] * 2), 0.5))
     assert decisions_at(score, cuts) == ["review", "allow"]
+
+
+def test_the_gate_leaves_a_first_stage_allow_of_a_sender_nothing_is_known_of_to_the_full_model() -> None:
+    """As the worker's ``is_sure``: an account without a profile gets the full model's decision where the
+    first stage would allow it, and keeps the first stage's block; its twin, a known account, is allowed."""
+    p, p1 = np.full(3, 0.5), np.array([0.01, 0.01, 0.99])  # the full model reviews all three
+    x = rows([0.2] * 3, [0.2] * 3)
+    x[[0, 2], USER_AGE : USER_DISPOSABLE + 1] = np.nan  # the first and third senders have no profile
+    first = FirstView(p1, Thresholds(block=0.95, allow=0.05), np.zeros(3))
+    score, cuts = cascaded(p, Thresholds(block=0.8, allow=0.2), first, Held.of(x, 0.5))
+    assert decisions_at(score, cuts) == ["review", "allow", "block"]
 
 
 def test_the_sender_pull_is_read_from_a_fold_model_as_it_scores() -> None:

@@ -33,6 +33,9 @@ from workers.text.encoder import TextEncoder
 from workers.text.trust import Trust
 
 KS = Keyspace("t:")
+# An account the platform has a profile of: the first stage may allow its posts. Of one it knows
+# nothing of, only the text can tell, and the first stage reads no transformer (decide.unsure_allow).
+KNOWN = Profile(user={"friends": "12"})
 CHARS = FEATURES.index("text_chars")
 SHORT, MIDDLE, LONG = "hi there", "a post of forty-odd characters, say about", "x" * 90
 
@@ -74,7 +77,7 @@ def test_an_allow_that_rests_on_the_senders_reported_pace_is_left_to_the_transfo
     posts, failures = validate(msgs, 10_000)
     assert not failures
     model = journey_model()
-    first = first_stage(posts, [Profile()] * 2, model, {}, Unavailable())
+    first = first_stage(posts, [KNOWN] * 2, model, {}, Unavailable())
     assert first.later == [0]
     assert [o.verdict.post_id for o in first.outcomes] == ["p1"]
     assert first.outcomes[0].verdict.decision == "allow"
@@ -94,7 +97,7 @@ def posts_of(*texts: str):  # type: ignore[no-untyped-def]
 
 def test_the_first_stage_decides_what_it_is_sure_of_and_leaves_the_rest() -> None:
     posts = posts_of(SHORT, MIDDLE, LONG)
-    first = first_stage(posts, [Profile()] * 3, length_model(), {"decision": "d1"}, Unavailable())
+    first = first_stage(posts, [KNOWN] * 3, length_model(), {"decision": "d1"}, Unavailable())
     assert first.later == [1]
     by_id = {o.verdict.post_id: o.verdict for o in first.outcomes}
     assert (by_id["p0"].decision, by_id["p2"].decision) == ("allow", "block")
@@ -104,9 +107,24 @@ def test_the_first_stage_decides_what_it_is_sure_of_and_leaves_the_rest() -> Non
         assert not v.degraded
 
 
+def test_a_post_of_an_account_nothing_is_known_of_is_allowed_only_after_the_transformer() -> None:
+    """A first day's account: its short post, which the first stage would allow, is left for the
+    transformer (only the text can tell, and the first stage does not read it), while its long one is
+    blocked here; replay decides both alike. The twin, the same posts of a known account: both here."""
+    posts = posts_of(SHORT, LONG)
+    model = cascade_model()
+    first = first_stage(posts, [Profile()] * 2, model.first, {"decision": model.version}, Unavailable())
+    assert first.later == [0]
+    assert [(o.verdict.post_id, o.verdict.decision) for o in first.outcomes] == [("p1", "block")]
+    again = redecide([o.verdict for o in first.outcomes], model)
+    assert [(a.decision, FIRST_STAGE in a.stage_scores) for _, a in again.pairs] == [("block", True)]
+    known = first_stage(posts, [KNOWN] * 2, model.first, {}, Unavailable())
+    assert known.later == [] and [o.verdict.decision for o in known.outcomes] == ["allow", "block"]
+
+
 def test_without_a_first_stage_every_post_is_left_for_the_transformer() -> None:
     posts = posts_of(SHORT, LONG)
-    first = first_stage(posts, [Profile()] * 2, None, {}, Unavailable())
+    first = first_stage(posts, [KNOWN] * 2, None, {}, Unavailable())
     assert (first.outcomes, first.later, first.audited) == ([], [0, 1], [])
 
 
@@ -121,20 +139,20 @@ def test_a_rule_that_would_move_a_first_stage_decision_leaves_the_post_to_the_fu
 
 def test_audits_are_a_fixed_share_by_post_id() -> None:
     posts = posts_of(*[SHORT] * 400)
-    none = first_stage(posts, [Profile()] * 400, length_model(), {}, Unavailable(), audit_share=0.0)
-    every = first_stage(posts, [Profile()] * 400, length_model(), {}, Unavailable(), audit_share=1.0)
-    some = first_stage(posts, [Profile()] * 400, length_model(), {}, Unavailable(), audit_share=0.1)
+    none = first_stage(posts, [KNOWN] * 400, length_model(), {}, Unavailable(), audit_share=0.0)
+    every = first_stage(posts, [KNOWN] * 400, length_model(), {}, Unavailable(), audit_share=1.0)
+    some = first_stage(posts, [KNOWN] * 400, length_model(), {}, Unavailable(), audit_share=0.1)
     assert (none.audited, every.audited) == ([], list(range(400)))
     assert 20 <= len(some.audited) <= 60
-    again = first_stage(posts, [Profile()] * 400, length_model(), {}, Unavailable(), audit_share=0.1)
+    again = first_stage(posts, [KNOWN] * 400, length_model(), {}, Unavailable(), audit_share=0.1)
     assert again.audited == some.audited
     assert all(audited(posts[i], 0.1) for i in some.audited)
 
 
 def test_an_audit_keeps_the_first_stage_verdict_beside_the_full_models_scores_and_counts_the_pair() -> None:
     posts = posts_of(SHORT)
-    first = first_stage(posts, [Profile()], length_model(), {}, Unavailable(), audit_share=1.0)
-    full, _ = decide(posts, [Profile()], [0.99], tiny_decision_model(), {}, Unavailable())
+    first = first_stage(posts, [KNOWN], length_model(), {}, Unavailable(), audit_share=1.0)
+    full, _ = decide(posts, [KNOWN], [0.99], tiny_decision_model(), {}, Unavailable())
     before = CASCADE_AUDITS.labels("allow", full[0].verdict.decision)._value.get()
     (out,) = audit(first.outcomes, full)
     assert out.verdict.decision == "allow"
@@ -143,7 +161,7 @@ def test_an_audit_keeps_the_first_stage_verdict_beside_the_full_models_scores_an
 
 
 def _worker(encoder: TextEncoder, texts: list[str], model: FakeTextModel, **settings: object) -> ModerationWorker:
-    store = FakeStore()
+    store = FakeStore({KS.user("u1"): dict(KNOWN.user)})
     batch = [InMsg("posts", 0, i, None, event(f"p{i}", t), 0.0) for i, t in enumerate(texts)]
     return ModerationWorker(
         Settings(**{"redis_prefix": "t:", "cascade_audit_share": 0.0, **settings}),  # type: ignore[arg-type]
@@ -226,11 +244,9 @@ async def test_the_first_stage_decides_while_the_transformer_is_down(encoder: Te
 def test_replay_decides_first_stage_verdicts_again_by_the_first_stage() -> None:
     model = cascade_model()
     posts = posts_of(SHORT, MIDDLE, LONG)
-    first = first_stage(posts, [Profile()] * 3, model.first, {"decision": model.version}, Unavailable())
+    first = first_stage(posts, [KNOWN] * 3, model.first, {"decision": model.version}, Unavailable())
     later = [posts[i] for i in first.later]
-    full, _ = decide(
-        later, [Profile()] * len(later), [0.9] * len(later), model, {"decision": model.version}, Unavailable()
-    )
+    full, _ = decide(later, [KNOWN] * len(later), [0.9] * len(later), model, {"decision": model.version}, Unavailable())
     recorded = [o.verdict for o in first.outcomes + full]
     again = redecide(recorded, model)
     assert [(a.decision, a.score) for _, a in again.pairs] == [(v.decision, v.score) for v in recorded]
@@ -246,7 +262,7 @@ def test_a_rule_moving_an_audit_only_decision_is_not_counted_as_moving_a_verdict
     before = DECISION_RULES.labels("reports_only")._value.get()
     out, _ = decide(
         posts,
-        [Profile()] * 2,
+        [KNOWN] * 2,
         [0.99] * 2,
         tiny_decision_model(),
         {},
